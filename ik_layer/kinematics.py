@@ -1,0 +1,365 @@
+"""Batched forward kinematics and analytic Jacobians in torch, built from Pinocchio models.
+
+The kinematic chain from the base to the end-effector frame is read once from a
+``pinocchio.Model`` into buffers of a :class:`Robot` (an ``nn.Module``, so
+``.to()`` moves everything). :func:`chain_kinematics` is the stateless kernel:
+one loop over the joints of the chain, every operation batched over the leading
+dimensions of ``q``.
+
+Every supported joint (revolute about any axis, continuous, prismatic along any
+axis) is written in one form: with ``K`` the skew matrix of the revolute axis
+(zero for prismatic joints) and ``s`` the slide axis (zero for revolute ones),
+the joint's transform in its parent's frame is
+
+    R = R_place (I + sin(q) K + (1 - cos(q)) K^2),    p = p_place + R_place s q,
+
+so the loop needs no branch on the joint type.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import torch
+from torch import Tensor, nn
+
+from ik_layer.exceptions import (
+    FrameNotFound,
+    IKLayerError,
+    NonFiniteError,
+    RobotNotFound,
+    ShapeError,
+    UnsupportedModelError,
+)
+from robots import REGISTRY
+
+__all__ = ["Robot", "chain_kinematics", "load_robot"]
+
+
+def chain_kinematics(
+    q: Tensor,
+    place_rot: Tensor,
+    place_rot_k: Tensor,
+    place_rot_k2: Tensor,
+    place_pos: Tensor,
+    slide: Tensor,
+    axis: Tensor,
+    revolute: Tensor,
+    tip: Tensor,
+    *,
+    jacobian: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """Pose of the chain's tip and, optionally, its geometric Jacobian.
+
+    Args:
+        q: (..., n) coordinates of the chain's joints [rad or m], root first.
+        place_rot: (n, 3, 3) joint placement rotations ``R_place`` in the parent joint frame.
+        place_rot_k: (n, 3, 3) ``R_place K`` (K: skew of the revolute axis, zero if prismatic).
+        place_rot_k2: (n, 3, 3) ``R_place K^2``.
+        place_pos: (n, 3) joint placement translations [m].
+        slide: (n, 3) ``R_place s`` (s: unit prismatic axis, zero if revolute).
+        axis: (n, 3) unit joint axis in the joint's own frame.
+        revolute: (n,) bool, True for revolute and continuous joints.
+        tip: (4, 4) placement of the tip frame in the last joint's frame.
+        jacobian: also compute the Jacobian.
+
+    Returns:
+        ``T_base_tip`` (..., 4, 4) and, if asked, ``J`` (..., 6, n): rows
+        [linear; angular] of the tip frame's velocity, origin at the tip, axes of
+        the base (Pinocchio's ``LOCAL_WORLD_ALIGNED``).
+    """
+    batch = q.shape[:-1]
+    rot = place_rot.new_zeros(()).expand(*batch, 3, 3) + torch.eye(3, dtype=q.dtype, device=q.device)
+    pos = q.new_zeros(*batch, 3)
+    sin, cos = torch.sin(q), torch.cos(q)
+    axes_world, origins = [], []
+    for i in range(q.shape[-1]):
+        local_rot = (
+            place_rot[i]
+            + sin[..., i, None, None] * place_rot_k[i]
+            + (1 - cos[..., i, None, None]) * place_rot_k2[i]
+        )
+        local_pos = place_pos[i] + q[..., i, None] * slide[i]
+        pos = pos + (rot @ local_pos[..., None]).squeeze(-1)
+        rot = rot @ local_rot
+        if jacobian:
+            axes_world.append(rot @ axis[i])
+            origins.append(pos)
+    tip_pos = pos + rot @ tip[:3, 3]
+    tip_rot = rot @ tip[:3, :3]
+    bottom = torch.zeros(*batch, 1, 4, dtype=q.dtype, device=q.device)
+    bottom[..., 0, 3] = 1
+    pose = torch.cat((torch.cat((tip_rot, tip_pos[..., None]), -1), bottom), -2)
+    if not jacobian:
+        return pose, None
+    w = torch.stack(axes_world, dim=-1)  # (..., 3, n)
+    lever = tip_pos[..., None] - torch.stack(origins, dim=-1)
+    rev = revolute.to(q.dtype)
+    linear = torch.where(revolute, torch.linalg.cross(w, lever, dim=-2), w)
+    return pose, torch.cat((linear, w * rev), dim=-2)
+
+
+class Robot(nn.Module):
+    """A serial chain from the base to one end-effector frame, with batched FK and Jacobians.
+
+    Coordinates: one per degree of freedom (angle [rad] or displacement [m]) in
+    Pinocchio's joint order; continuous joints use a single angle.
+
+    Attributes:
+        name: robot name (built-in name or URDF model name).
+        dof: number of coordinates.
+        joint_names: names of the joints carrying the coordinates, in order.
+        ee_frame: name of the end-effector frame.
+        lower, upper: (dof,) joint limits [rad or m]; continuous joints get (-pi, pi].
+        continuous: (dof,) bool, joints without limits (wrapped to (-pi, pi]).
+    """
+
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+
+    def __init__(self, model: pin.Model, ee_frame: str, *, name: str | None = None) -> None:
+        super().__init__()
+        joints = _check_joints(model)
+        self.name = name or model.name
+        self.model = model
+        self.dof = model.nv
+        self.joint_names = [model.names[j] for j in joints for _ in range(model.joints[j].nv)]
+        frame_id = _frame_id(model, ee_frame)
+        self.ee_frame = ee_frame
+        frame = model.frames[frame_id]
+
+        lower, upper, continuous = _limits(model, joints)
+        self.register_buffer("lower", lower)
+        self.register_buffer("upper", upper)
+        self.register_buffer("continuous", continuous)
+        q_index, cos_index, sin_index = _pinocchio_indices(model, joints)
+        self.register_buffer("_q_index", q_index)
+        self.register_buffer("_cos_index", cos_index)
+        self.register_buffer("_sin_index", sin_index)
+        self.nq = model.nq
+
+        chain = [j for j in model.supports[frame.parentJoint] if j != 0]
+        self.register_buffer("_chain_cols", torch.tensor([model.joints[j].idx_v for j in chain], dtype=torch.long))
+        for key, value in _chain_buffers(model, chain, frame.placement).items():
+            self.register_buffer(key, value)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Floating dtype of the robot's tensors."""
+        return self.lower.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the robot's tensors."""
+        return self.lower.device
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, dof={self.dof}, ee_frame={self.ee_frame!r}, dtype={self.dtype}, device={self.device}"
+
+    def check_q(self, q: Tensor, name: str = "q") -> Tensor:
+        """Validate a configuration tensor (..., dof): type, shape, dtype, device, finiteness."""
+        if not isinstance(q, Tensor):
+            raise ShapeError(f"{name} must be a torch.Tensor, got {type(q).__name__}")
+        if q.dim() < 1 or q.shape[-1] != self.dof:
+            raise ShapeError(f"{name} must have shape (..., {self.dof}) for {self.name}, got {tuple(q.shape)}")
+        if q.dtype != self.dtype:
+            raise IKLayerError(f"{name} has dtype {q.dtype} but the robot uses {self.dtype}; call robot.to({q.dtype}) or convert {name}")
+        if q.device != self.device:
+            raise IKLayerError(f"{name} is on {q.device} but the robot is on {self.device}")
+        if not torch.isfinite(q).all():
+            raise NonFiniteError(f"{name} holds NaN or infinite values")
+        return q
+
+    def _kinematics(self, q: Tensor, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+        q = self.check_q(q)
+        pose, j_chain = chain_kinematics(
+            q[..., self._chain_cols],
+            self._place_rot,
+            self._place_rot_k,
+            self._place_rot_k2,
+            self._place_pos,
+            self._slide,
+            self._axis,
+            self._revolute,
+            self._tip,
+            jacobian=jacobian,
+        )
+        if j_chain is None:
+            return pose, None
+        full = j_chain.new_zeros(*j_chain.shape[:-1], self.dof)
+        return pose, full.index_copy(-1, self._chain_cols, j_chain)
+
+    def fk(self, q: Tensor) -> Tensor:
+        """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., dof); differentiable."""
+        return self._kinematics(q, jacobian=False)[0]
+
+    def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
+        """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass.
+
+        Jacobian rows are [linear; angular], origin at the end-effector frame,
+        axes of the base (Pinocchio's ``LOCAL_WORLD_ALIGNED``).
+        """
+        pose, jac = self._kinematics(q, jacobian=True)
+        return pose, jac  # type: ignore[return-value]
+
+    def to_pinocchio_q(self, q: Tensor) -> Tensor:
+        """Pinocchio configuration (..., nq) of ``q`` (..., dof): continuous joints as (cos, sin)."""
+        q = self.check_q(q)
+        out = q.new_zeros(*q.shape[:-1], self.nq)
+        direct, rotary = self._q_index >= 0, self._cos_index >= 0
+        out[..., self._q_index[direct]] = q[..., direct]
+        out[..., self._cos_index[rotary]] = torch.cos(q[..., rotary])
+        out[..., self._sin_index[rotary]] = torch.sin(q[..., rotary])
+        return out
+
+    def random_q(self, shape: tuple[int, ...] = (), generator: torch.Generator | None = None) -> Tensor:
+        """Uniform random configurations (*shape, dof) inside the joint limits."""
+        u = torch.rand(*shape, self.dof, generator=generator, dtype=self.dtype, device=self.device)
+        return self.lower + u * (self.upper - self.lower)
+
+    def wrap(self, q: Tensor) -> Tensor:
+        """``q`` with continuous joints wrapped to (-pi, pi] and the others clamped to their limits."""
+        wrapped = torch.pi - torch.remainder(torch.pi - q, 2 * torch.pi)
+        return torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(q, self.lower), self.upper))
+
+
+def _check_joints(model: pin.Model) -> list[int]:
+    """Indices of the model's joints (universe excluded); unsupported joint types raise."""
+    joints = list(range(1, model.njoints))
+    for j in joints:
+        jm = model.joints[j]
+        kind = jm.shortname()
+        if jm.nv != 1 or jm.nq not in (1, 2) or "Mimic" in kind:
+            raise UnsupportedModelError(
+                f"joint {model.names[j]!r} is a {kind}; ik-layer supports revolute, continuous, prismatic "
+                "and fixed joints only"
+            )
+        v, w = _motion_axis(jm)
+        if np.linalg.norm(v) > 1e-12 and np.linalg.norm(w) > 1e-12:
+            raise UnsupportedModelError(f"joint {model.names[j]!r} ({kind}) is helical; not supported")
+    return joints
+
+
+def _motion_axis(jm: pin.JointModel) -> tuple[np.ndarray, np.ndarray]:
+    """Linear and angular parts of a one-dof joint's motion subspace."""
+    data = jm.createData()
+    q_neutral = np.array([1.0, 0.0]) if jm.nq == 2 else np.zeros(1)
+    jm.calc(data, q_neutral)
+    s = np.asarray(data.S).reshape(6)
+    return s[:3], s[3:]
+
+
+def _frame_id(model: pin.Model, name: str) -> int:
+    names = [f.name for f in model.frames]
+    if name not in names:
+        raise FrameNotFound(name, dict.fromkeys(names))
+    return names.index(name)
+
+
+def _limits(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+    lower, upper, continuous = [], [], []
+    for j in joints:
+        jm = model.joints[j]
+        is_continuous = jm.nq == 2
+        continuous.append(is_continuous)
+        if is_continuous:
+            lower.append(-np.pi)
+            upper.append(np.pi)
+        else:
+            lower.append(float(model.lowerPositionLimit[jm.idx_q]))
+            upper.append(float(model.upperPositionLimit[jm.idx_q]))
+    lo, hi = torch.tensor(lower, dtype=torch.float64), torch.tensor(upper, dtype=torch.float64)
+    if not (torch.isfinite(lo).all() and torch.isfinite(hi).all()) or bool((lo > hi).any()):
+        bad = [model.names[j] for j, a, b in zip(joints, lower, upper) if not (np.isfinite(a) and np.isfinite(b) and a <= b)]
+        raise UnsupportedModelError(f"joints {bad} have no finite limits (lower <= upper) in the model")
+    return lo, hi, torch.tensor(continuous)
+
+
+def _pinocchio_indices(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """Index maps from our coordinates into Pinocchio's q: direct, cos and sin slots (-1: none)."""
+    direct, cos_slot, sin_slot = [], [], []
+    for j in joints:
+        jm = model.joints[j]
+        if jm.nq == 2:
+            direct.append(-1)
+            cos_slot.append(jm.idx_q)
+            sin_slot.append(jm.idx_q + 1)
+        else:
+            direct.append(jm.idx_q)
+            cos_slot.append(-1)
+            sin_slot.append(-1)
+    return (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))  # type: ignore[return-value]
+
+
+def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str, Tensor]:
+    """Constant tensors describing the chain, for :func:`chain_kinematics`."""
+    rot, rot_k, rot_k2, pos, slide, axis, revolute = [], [], [], [], [], [], []
+    for j in chain:
+        placement = model.jointPlacements[j]
+        v, w = _motion_axis(model.joints[j])
+        is_revolute = bool(np.linalg.norm(w) > 1e-12)
+        unit = w if is_revolute else v
+        k = np.cross(np.eye(3), w)  # skew(w): row i is e_i x w; zero for prismatic joints
+        r = placement.rotation
+        rot.append(r)
+        rot_k.append(r @ k)
+        rot_k2.append(r @ k @ k)
+        pos.append(placement.translation)
+        slide.append(np.zeros(3) if is_revolute else r @ v)
+        axis.append(unit)
+        revolute.append(is_revolute)
+    as_t = lambda x: torch.tensor(np.array(x), dtype=torch.float64)  # noqa: E731
+    return {
+        "_place_rot": as_t(rot).reshape(-1, 3, 3),
+        "_place_rot_k": as_t(rot_k).reshape(-1, 3, 3),
+        "_place_rot_k2": as_t(rot_k2).reshape(-1, 3, 3),
+        "_place_pos": as_t(pos).reshape(-1, 3),
+        "_slide": as_t(slide).reshape(-1, 3),
+        "_axis": as_t(axis).reshape(-1, 3),
+        "_revolute": torch.tensor(revolute, dtype=torch.bool),
+        "_tip": torch.tensor(np.asarray(tip.homogeneous), dtype=torch.float64),
+    }
+
+
+def load_robot(
+    name_or_path: str | Path,
+    ee_frame: str | None = None,
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> Robot:
+    """Load a built-in robot by name, or any URDF file by path.
+
+    Args:
+        name_or_path: a built-in name (see :func:`robots.builtin_robots`) or a path to a URDF file.
+        ee_frame: end-effector frame; default: the built-in robot's, or the URDF's last link.
+        dtype: floating dtype of the robot's tensors.
+        device: device of the robot's tensors.
+
+    Raises:
+        RobotNotFound: neither a built-in name nor an existing file.
+        UnsupportedModelError: malformed URDF or unsupported joints.
+        FrameNotFound: ``ee_frame`` is not a frame of the model (the message lists them).
+    """
+    spec = REGISTRY.get(str(name_or_path))
+    path = spec.urdf if spec else Path(name_or_path)
+    if spec is None and not path.is_file():
+        raise RobotNotFound(str(name_or_path), REGISTRY)
+    try:
+        model = pin.buildModelFromUrdf(str(path))
+    except (RuntimeError, ValueError) as err:
+        raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
+    if ee_frame is None:
+        ee_frame = spec.ee_frame if spec else _last_body(model)
+    robot = Robot(model, ee_frame, name=spec.name if spec else model.name)
+    return robot.to(device=device, dtype=dtype)
+
+
+def _last_body(model: pin.Model) -> str:
+    bodies = [f.name for f in model.frames if f.type == pin.FrameType.BODY]
+    if not bodies:
+        raise UnsupportedModelError("the URDF has no links to use as end-effector frame")
+    return bodies[-1]

@@ -1,0 +1,192 @@
+"""SO(3) / SE(3) helpers on batched tensors.
+
+Conventions (ROS): quaternions are ``(x, y, z, w)``, poses are ``(..., 7)`` as
+``[x, y, z, qx, qy, qz, qw]`` or homogeneous ``(..., 4, 4)`` matrices, twists
+are ``[v; w]`` (linear first). Every function takes any leading batch shape and
+is differentiable, including at the identity (where ``log`` is smooth).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ik_layer.exceptions import NonFiniteError, ShapeError
+
+_SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
+
+
+def _check_last(name: str, x: Tensor, shape: tuple[int, ...]) -> None:
+    if not isinstance(x, Tensor):
+        raise ShapeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if tuple(x.shape[x.dim() - len(shape) :]) != shape or x.dim() < len(shape):
+        want = ", ".join(str(s) for s in shape)
+        raise ShapeError(f"{name} must have shape (..., {want}), got {tuple(x.shape)}")
+
+
+def skew(v: Tensor) -> Tensor:
+    """Skew-symmetric matrix ``[v]x`` with ``[v]x u = v x u``: (..., 3) -> (..., 3, 3)."""
+    x, y, z = v.unbind(-1)
+    o = torch.zeros_like(x)
+    return torch.stack((o, -z, y, z, o, -x, -y, x, o), dim=-1).unflatten(-1, (3, 3))
+
+
+def vee(m: Tensor) -> Tensor:
+    """Inverse of :func:`skew` on the antisymmetric part: (..., 3, 3) -> (..., 3)."""
+    return 0.5 * torch.stack(
+        (m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]), dim=-1
+    )
+
+
+def normalize_quaternion(q: Tensor, name: str = "quaternion") -> Tensor:
+    """Unit quaternion (x, y, z, w) from ``q`` (..., 4); zero or non-finite ones raise."""
+    _check_last(name, q, (4,))
+    if not torch.isfinite(q).all():
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
+    norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True)
+    if q.numel() and bool((norm < 1e-9).any()):
+        raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
+    return q / norm
+
+
+def quaternion_to_matrix(q: Tensor) -> Tensor:
+    """Rotation matrix of a quaternion (x, y, z, w), normalised first: (..., 4) -> (..., 3, 3)."""
+    x, y, z, w = normalize_quaternion(q).unbind(-1)
+    xx, yy, zz = x * x, y * y, z * z
+    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
+    rows = (
+        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
+        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
+        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
+    )  # fmt: skip
+    return torch.stack(rows, dim=-1).unflatten(-1, (3, 3))
+
+
+def matrix_to_quaternion(r: Tensor) -> Tensor:
+    """Unit quaternion (x, y, z, w) with ``w >= 0`` of a rotation matrix: (..., 3, 3) -> (..., 4).
+
+    Uses the largest of the four candidate pivots (Shepperd's method), so it is
+    accurate for every rotation, including those near pi.
+    """
+    _check_last("rotation", r, (3, 3))
+    m00, m11, m22 = r[..., 0, 0], r[..., 1, 1], r[..., 2, 2]
+    # 4*q_i^2 for the pivots w, x, y, z.
+    four_sq = torch.stack(
+        (1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22), dim=-1
+    )
+    d21, d02, d10 = r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]
+    s21, s02, s10 = r[..., 2, 1] + r[..., 1, 2], r[..., 0, 2] + r[..., 2, 0], r[..., 1, 0] + r[..., 0, 1]
+    # Each row is 4*q_pivot*(x, y, z, w) for one pivot.
+    candidates = torch.stack(
+        (
+            torch.stack((d21, d02, d10, four_sq[..., 0]), -1),
+            torch.stack((four_sq[..., 1], s10, s02, d21), -1),
+            torch.stack((s10, four_sq[..., 2], s21, d02), -1),
+            torch.stack((s02, s21, four_sq[..., 3], d10), -1),
+        ),
+        dim=-2,
+    )
+    pivot = four_sq.argmax(dim=-1, keepdim=True)
+    best = torch.gather(candidates, -2, pivot[..., None].expand(*pivot.shape[:-1], 1, 4)).squeeze(-2)
+    q = best / torch.linalg.vector_norm(best, dim=-1, keepdim=True)
+    return torch.where(q[..., 3:] < 0, -q, q)
+
+
+def pose_to_matrix(pose: Tensor, name: str = "pose") -> Tensor:
+    """Homogeneous transform of a pose ``[x, y, z, qx, qy, qz, qw]``: (..., 7) -> (..., 4, 4).
+
+    The quaternion is normalised; a zero or non-finite one raises, naming ``name``.
+    """
+    _check_last(name, pose, (7,))
+    if not torch.isfinite(pose).all():
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
+    unit = normalize_quaternion(pose[..., 3:], name=f"{name} quaternion")
+    return from_rotation_translation(quaternion_to_matrix(unit), pose[..., :3])
+
+
+def matrix_to_pose(t: Tensor) -> Tensor:
+    """Pose ``[x, y, z, qx, qy, qz, qw]`` of a homogeneous transform: (..., 4, 4) -> (..., 7)."""
+    _check_last("transform", t, (4, 4))
+    return torch.cat((t[..., :3, 3], matrix_to_quaternion(t[..., :3, :3])), dim=-1)
+
+
+def from_rotation_translation(r: Tensor, p: Tensor) -> Tensor:
+    """Homogeneous transform from rotation (..., 3, 3) and translation (..., 3) -> (..., 4, 4)."""
+    batch = torch.broadcast_shapes(r.shape[:-2], p.shape[:-1])
+    top = torch.cat((r.expand(*batch, 3, 3), p.expand(*batch, 3)[..., None]), dim=-1)
+    bottom = torch.zeros(*batch, 1, 4, dtype=r.dtype, device=r.device)
+    bottom[..., 0, 3] = 1
+    return torch.cat((top, bottom), dim=-2)
+
+
+def invert_transform(t: Tensor) -> Tensor:
+    """Inverse of a rigid transform (..., 4, 4), using R^T rather than a matrix inverse."""
+    rt = t[..., :3, :3].transpose(-1, -2)
+    return from_rotation_translation(rt, -(rt @ t[..., :3, 3:]).squeeze(-1))
+
+
+def so3_exp(w: Tensor) -> Tensor:
+    """Rotation matrix ``exp([w]x)`` of a rotation vector w [rad]: (..., 3) -> (..., 3, 3)."""
+    theta_sq = (w * w).sum(-1)
+    small = theta_sq < _SMALL_ANGLE**2
+    theta = torch.sqrt(torch.where(small, torch.ones_like(theta_sq), theta_sq))
+    a = torch.where(small, 1 - theta_sq / 6, torch.sin(theta) / theta)
+    b = torch.where(small, 0.5 - theta_sq / 24, (1 - torch.cos(theta)) / (theta * theta))
+    k = skew(w)
+    eye = torch.eye(3, dtype=w.dtype, device=w.device)
+    return eye + a[..., None, None] * k + b[..., None, None] * (k @ k)
+
+
+def so3_log(r: Tensor) -> Tensor:
+    """Rotation vector w [rad] with ``exp([w]x) = r``, ``|w| <= pi``: (..., 3, 3) -> (..., 3).
+
+    Smooth (and differentiable) at the identity; accurate near pi, where the axis
+    is read from the symmetric part of ``r`` instead of the vanishing skew part.
+    """
+    _check_last("rotation", r, (3, 3))
+    v = vee(r)  # sin(theta) * axis
+    cos = ((r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2] - 1) / 2).clamp(-1, 1)
+    sin_sq = (v * v).sum(-1)
+    sin = torch.sqrt(torch.where(sin_sq > 0, sin_sq, torch.ones_like(sin_sq)))
+    theta = torch.atan2(sin, cos)
+    small = sin_sq < _SMALL_ANGLE**2
+    # theta / sin(theta), with its series near 0: 1 + theta^2/6 ~ 1 + sin^2/6.
+    scale = torch.where(small, 1 + sin_sq / 6, theta / sin)
+    near_pi = small & (cos < 0)
+    w_regular = scale[..., None] * v
+    if not bool(near_pi.any()):
+        return w_regular
+    # Near pi: r ~ 2 a a^T - I, so a a^T = (r + I) / 2; take the largest column, fix its sign by v.
+    sym = (r + r.transpose(-1, -2)) / 2 + torch.eye(3, dtype=r.dtype, device=r.device)
+    col = torch.diagonal(sym, dim1=-2, dim2=-1).argmax(-1)
+    axis = torch.gather(sym, -1, col[..., None, None].expand(*col.shape, 3, 1)).squeeze(-1)
+    axis = axis / torch.linalg.vector_norm(axis, dim=-1, keepdim=True).clamp_min(1e-30)
+    sign = torch.where((axis * v).sum(-1, keepdim=True) < 0, -1.0, 1.0).to(r.dtype)
+    return torch.where(near_pi[..., None], sign * theta[..., None] * axis, w_regular)
+
+
+def pose_error(target: Tensor, current: Tensor) -> Tensor:
+    """6-D error ``[p_t - p; log(R_t R^T)]`` of ``current`` w.r.t. ``target``, both (..., 4, 4) -> (..., 6).
+
+    Both parts are expressed in the base frame (axes of the world), matching a
+    ``LOCAL_WORLD_ALIGNED`` Jacobian: to first order, moving the joints by dq
+    changes this error by ``-J dq``, and a world-frame twist ``[dv; dw]`` applied
+    to the target (``T_t <- exp(twist) T_t``) changes it by ``[dv; dw]``.
+    """
+    dp = target[..., :3, 3] - current[..., :3, 3]
+    dr = target[..., :3, :3] @ current[..., :3, :3].transpose(-1, -2)
+    return torch.cat((dp, so3_log(dr)), dim=-1)
+
+
+def as_transform(target: Tensor, name: str = "target") -> Tensor:
+    """Accept a pose (..., 7) or a transform (..., 4, 4) and return (..., 4, 4), checked finite."""
+    if not isinstance(target, Tensor):
+        raise ShapeError(f"{name} must be a torch.Tensor, got {type(target).__name__}")
+    if target.dim() >= 1 and target.shape[-1] == 7:
+        return pose_to_matrix(target, name)
+    if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
+        if not torch.isfinite(target).all():
+            raise NonFiniteError(f"{name} holds NaN or infinite values")
+        return target
+    raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
+
