@@ -9,11 +9,13 @@ from ik_layer.exceptions import (
     UnsupportedModelError,
 )
 from ik_layer.kinematics import Robot, load_robot
+from ik_layer.solver import IKResult, solve
 from robots import builtin_robots
 
 __all__ = [
     "FrameNotFound",
     "IKLayerError",
+    "IKResult",
     "NonFiniteError",
     "Robot",
     "RobotNotFound",
@@ -21,4 +23,5 @@ __all__ = [
     "UnsupportedModelError",
     "builtin_robots",
     "load_robot",
+    "solve",
 ]

@@ -1,0 +1,317 @@
+"""Batched numerical IK: Levenberg-Marquardt on the SE(3) error, many seeds per target.
+
+All targets and their seeds are solved as one batch of rows laid out as
+``(targets, seeds, dof)``. Every ``check_every`` iterations the loop syncs with
+the host once to drop solved targets from the batch and to restart stalled
+seeds from fresh random configurations; between checks it runs entirely on the
+device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.kinematics import Robot
+from ik_layer.lie import as_transform, pose_error
+
+__all__ = ["IKResult", "solve"]
+
+_MU_INIT = 1e-2  # initial damping relative to the weighted squared error
+_MU_MIN, _MU_MAX = 1e-6, 1e6
+_LAMBDA_MIN = 1e-9  # absolute damping floor, raised to 100 eps for low-precision dtypes
+_POSTURE_GAIN = 0.1
+_PROGRESS = 0.5  # a seed whose cost fell by less than this factor over one check restarts
+
+
+@dataclass(frozen=True)
+class IKResult:
+    """Solutions of a batch of IK problems; every field has the targets' batch shape ``(...)``.
+
+    Attributes:
+        q: (..., dof) best joint configuration found, inside the joint limits.
+        success: (...) bool, both errors within their tolerances.
+        position_error: (...) [m] norm of the weighted position error axes.
+        orientation_error: (...) [rad] norm of the weighted rotation-vector error axes.
+        iterations: (...) int64, iterations until success (the budget used if it failed).
+    """
+
+    q: Tensor
+    success: Tensor
+    position_error: Tensor
+    orientation_error: Tensor
+    iterations: Tensor
+
+
+def solve(
+    robot: Robot,
+    target: Tensor,
+    *,
+    q0: Tensor | None = None,
+    num_seeds: int = 4,
+    max_iterations: int = 200,
+    position_tolerance: float = 1e-4,
+    orientation_tolerance: float = 1e-3,
+    weights: Tensor | None = None,
+    posture: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    restart_after: int = 40,
+    check_every: int = 8,
+) -> IKResult:
+    """Solve IK for a batch of end-effector targets.
+
+    Args:
+        robot: the robot; its dtype and device are used throughout.
+        target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``.
+        q0: optional warm start (..., dof) (or (dof,) for all targets), used as the first seed.
+        num_seeds: configurations solved in parallel per target; the others are random in the limits.
+        max_iterations: iteration budget per target.
+        position_tolerance: success threshold on the position error [m].
+        orientation_tolerance: success threshold on the orientation error [rad].
+        weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``;
+            a zero weight drops that axis from the cost and from the reported errors.
+        posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
+            Jacobian's null space, used as a seed, and preferred among successful seeds.
+        generator: random generator for the seeds (reproducible results).
+        restart_after: iterations after which an unsolved seed restarts from a random configuration.
+        check_every: iterations between host syncs (early exit, compaction, restarts).
+
+    Returns:
+        An :class:`IKResult`; unreachable targets come back with ``success=False``.
+    """
+    target_t = as_transform(target)
+    _check_floating(robot, target_t, "target")
+    batch = target_t.shape[:-2]
+    flat_target = target_t.reshape(-1, 4, 4)
+    n = flat_target.shape[0]
+    _check_options(num_seeds, max_iterations, position_tolerance, orientation_tolerance, restart_after, check_every)
+    w = _weights(robot, weights, batch, n)
+    q_ref = _per_target(robot, q0, batch, n, "q0")
+    q_post = _per_target(robot, posture, batch, n, "posture")
+
+    problem = _Problem(robot, flat_target, w, position_tolerance, orientation_tolerance, q_post, generator)
+    q, ok, pos_err, ori_err, iters = problem.run(q_ref, num_seeds, max_iterations, restart_after, check_every)
+    return IKResult(
+        q=q.reshape(*batch, robot.dof),
+        success=ok.reshape(batch),
+        position_error=pos_err.reshape(batch),
+        orientation_error=ori_err.reshape(batch),
+        iterations=iters.reshape(batch),
+    )
+
+
+class _Problem:
+    """The solver's state: targets, options and the per-target best solution so far."""
+
+    def __init__(
+        self,
+        robot: Robot,
+        target: Tensor,
+        weights: Tensor,
+        position_tolerance: float,
+        orientation_tolerance: float,
+        posture: Tensor | None,
+        generator: torch.Generator | None,
+    ) -> None:
+        self.robot = robot
+        self.target = target
+        self.weights = weights
+        self.sqrt_w = weights.sqrt()
+        self.tol = (position_tolerance, orientation_tolerance)
+        self.posture = posture
+        self.generator = generator
+        n = target.shape[0]
+        self.best_q = target.new_zeros(n, robot.dof)
+        self.best_rank = target.new_full((n,), torch.inf)
+        self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
+
+    def errors(self, e: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6)."""
+        masked = e * (self.weights[rows] > 0)[:, None, :]
+        return masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)
+
+    def score(self, e: Tensor, rows: Tensor) -> Tensor:
+        """Error in units of the tolerances; <= 1 is success."""
+        pos, ori = self.errors(e, rows)
+        return torch.maximum(pos / self.tol[0], ori / self.tol[1])
+
+    def seeds(self, rows: Tensor, num_seeds: int, q_ref: Tensor | None) -> Tensor:
+        q = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
+        firsts = [x[rows] for x in (q_ref, self.posture) if x is not None]
+        for k, first in enumerate(firsts[:num_seeds]):
+            q[:, k] = self.robot.wrap(first)
+        return q
+
+    def run(
+        self, q_ref: Tensor | None, num_seeds: int, max_iterations: int, restart_after: int, check_every: int
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        n = self.target.shape[0]
+        rows = torch.arange(n, device=self.target.device)
+        q = self.seeds(rows, num_seeds, q_ref)
+        state = _LMState.start(self, rows, q)
+        self._record(state, rows, iteration=0)
+        iteration = 0
+        while iteration < max_iterations:
+            cost_before = state.cost
+            steps = min(check_every, max_iterations - iteration)
+            for _ in range(steps):
+                iteration += 1
+                state = state.step(self, rows)
+                self._record(state, rows, iteration)
+            keep = self.done_at[rows] < 0  # host sync: once per check
+            if not bool(keep.any()):
+                break
+            rows, state = rows[keep], state.select(keep)
+            slow = state.cost > _PROGRESS * cost_before[keep]
+            stalled = slow | (state.age >= restart_after) | (state.mu >= _MU_MAX)
+            if bool(stalled.any()):
+                fresh = self.seeds(rows, num_seeds, None)
+                state = state.restart(self, rows, stalled, fresh)
+        success = self.done_at >= 0
+        iters = torch.where(success, self.done_at, torch.full_like(self.done_at, iteration))
+        pose = self.robot.fk(self.best_q)
+        pos, ori = self.errors(pose_error(self.target, pose)[:, None], torch.arange(n, device=rows.device))
+        return self.best_q, success, pos[:, 0], ori[:, 0], iters
+
+    def _record(self, state: _LMState, rows: Tensor, iteration: int) -> None:
+        """Keep, per open target, its best seed so far; mark the target done at its first success.
+
+        Seeds rank by their score (error over tolerance); with a posture, successful
+        seeds rank below 1 by their distance to it, so the closest success wins.
+        """
+        score = self.score(state.e, rows)
+        rank = score
+        if self.posture is not None:
+            dist = (state.q - self.posture[rows, None]).norm(dim=-1)
+            rank = torch.where(score <= 1, dist / (1 + dist), score)
+        best_rank, best_seed = rank.min(dim=1)
+        improve = (self.done_at[rows] < 0) & (best_rank < self.best_rank[rows])
+        chosen = state.q[torch.arange(rows.shape[0], device=rows.device), best_seed]
+        self.best_q[rows] = torch.where(improve[:, None], chosen, self.best_q[rows])
+        self.best_rank[rows] = torch.where(improve, best_rank, self.best_rank[rows])
+        newly_done = improve & (score.gather(1, best_seed[:, None]).squeeze(1) <= 1)
+        self.done_at[rows] = torch.where(newly_done, iteration, self.done_at[rows])
+
+
+@dataclass(frozen=True)
+class _LMState:
+    """Per-seed LM state, shape (A, S, ...) for A active targets and S seeds."""
+
+    q: Tensor  # (A, S, dof)
+    e: Tensor  # (A, S, 6) error at q
+    jac: Tensor  # (A, S, 6, dof) Jacobian at q
+    cost: Tensor  # (A, S) weighted squared error
+    mu: Tensor  # (A, S) relative damping
+    age: Tensor  # (A, S) iterations since the seed (re)started
+
+    @staticmethod
+    def start(problem: _Problem, rows: Tensor, q: Tensor) -> _LMState:
+        e, jac, cost = _evaluate(problem, rows, q)
+        return _LMState(q, e, jac, cost, torch.full_like(cost, _MU_INIT), torch.zeros_like(cost, dtype=torch.long))
+
+    def step(self, problem: _Problem, rows: Tensor) -> _LMState:
+        """One damped Gauss-Newton step per seed, kept only where it lowers the cost."""
+        w = problem.weights[rows, None, :, None]  # (A, 1, 6, 1)
+        jt_w = (self.jac * w).transpose(-1, -2)  # (A, S, dof, 6)
+        hess = jt_w @ self.jac
+        grad = (jt_w @ self.e[..., None]).squeeze(-1)
+        floor = max(_LAMBDA_MIN, 100 * torch.finfo(hess.dtype).eps)
+        damping = (self.mu * self.cost + floor)[..., None, None]
+        eye = torch.eye(hess.shape[-1], dtype=hess.dtype, device=hess.device)
+        lhs = hess + damping * eye
+        rhs = grad[..., None]
+        if problem.posture is not None:
+            pull = _POSTURE_GAIN * (problem.posture[rows, None] - self.q)  # (A, S, dof)
+            rhs = torch.cat((rhs, (hess @ pull[..., None])), dim=-1)
+        sol, info = torch.linalg.solve_ex(lhs, rhs)
+        dq = sol[..., 0]
+        if problem.posture is not None:
+            dq = dq + pull - sol[..., 1]  # null-space projection (I - H_l^-1 H) of the pull
+        q_new = problem.robot.wrap(self.q + dq)
+        e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
+        accept = (cost_new < self.cost) & (info == 0)
+        a3, a4 = accept[..., None], accept[..., None, None]
+        return _LMState(
+            q=torch.where(a3, q_new, self.q),
+            e=torch.where(a3, e_new, self.e),
+            jac=torch.where(a4, jac_new, self.jac),
+            cost=torch.where(accept, cost_new, self.cost),
+            mu=torch.where(accept, self.mu * 0.3, self.mu * 4).clamp(_MU_MIN, _MU_MAX),
+            age=self.age + 1,
+        )
+
+    def select(self, keep: Tensor) -> _LMState:
+        """The state of the targets in ``keep`` (A,) bool."""
+        return _LMState(*(x[keep] for x in (self.q, self.e, self.jac, self.cost, self.mu, self.age)))
+
+    def restart(self, problem: _Problem, rows: Tensor, stalled: Tensor, fresh: Tensor) -> _LMState:
+        """Restart the ``stalled`` (A, S) seeds from ``fresh`` configurations."""
+        q = torch.where(stalled[..., None], fresh, self.q)
+        e, jac, cost = _evaluate(problem, rows, q)
+        s3, s4 = stalled[..., None], stalled[..., None, None]
+        return _LMState(
+            q=q,
+            e=torch.where(s3, e, self.e),
+            jac=torch.where(s4, jac, self.jac),
+            cost=torch.where(stalled, cost, self.cost),
+            mu=torch.where(stalled, torch.full_like(self.mu, _MU_INIT), self.mu),
+            age=torch.where(stalled, torch.zeros_like(self.age), self.age),
+        )
+
+
+def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Error (A, S, 6), Jacobian of the pose (A, S, 6, dof) and weighted cost (A, S) at ``q``."""
+    pose, jac = problem.robot.fk_jacobian(q)
+    e = pose_error(problem.target[rows, None], pose)
+    cost = (problem.weights[rows, None] * e * e).sum(-1)
+    return e, jac, cost
+
+
+def _check_floating(robot: Robot, x: Tensor, name: str) -> None:
+    if x.dtype != robot.dtype:
+        raise IKLayerError(f"{name} has dtype {x.dtype} but the robot uses {robot.dtype}")
+    if x.device != robot.device:
+        raise IKLayerError(f"{name} is on {x.device} but the robot is on {robot.device}")
+
+
+def _check_options(
+    num_seeds: int, max_iterations: int, pos_tol: float, ori_tol: float, restart_after: int, check_every: int
+) -> None:
+    for name, value in (("num_seeds", num_seeds), ("restart_after", restart_after), ("check_every", check_every)):
+        if not isinstance(value, int) or value < 1:
+            raise IKLayerError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(max_iterations, int) or max_iterations < 0:
+        raise IKLayerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
+    for name, tol in (("position_tolerance", pos_tol), ("orientation_tolerance", ori_tol)):
+        if not (isinstance(tol, (int, float)) and tol > 0 and tol < float("inf")):
+            raise IKLayerError(f"{name} must be a positive finite number, got {tol!r}")
+
+
+def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
+    if weights is None:
+        return torch.ones(n, 6, dtype=robot.dtype, device=robot.device)
+    w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
+    if w.dim() < 1 or w.shape[-1] != 6:
+        raise ShapeError(f"weights must have shape (6,) or (..., 6), got {tuple(w.shape)}")
+    if not torch.isfinite(w).all() or bool((w < 0).any()):
+        raise NonFiniteError("weights must be finite and non-negative")
+    try:
+        w = w.expand(*batch, 6).reshape(n, 6)
+    except RuntimeError as err:
+        raise ShapeError(f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}") from err
+    if bool((w.sum(-1) == 0).any()):
+        raise IKLayerError("weights must have at least one non-zero entry per target")
+    return w
+
+
+def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name: str) -> Tensor | None:
+    if x is None:
+        return None
+    robot.check_q(x, name)
+    try:
+        return x.expand(*batch, robot.dof).reshape(n, robot.dof)
+    except RuntimeError as err:
+        raise ShapeError(f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}") from err
