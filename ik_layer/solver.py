@@ -59,7 +59,7 @@ def solve(
     posture: Tensor | None = None,
     generator: torch.Generator | None = None,
     restart_after: int = 40,
-    check_every: int = 8,
+    check_every: int = 4,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
 
@@ -213,23 +213,24 @@ class _LMState:
         return _LMState(q, e, jac, cost, torch.full_like(cost, _MU_INIT), torch.zeros_like(cost, dtype=torch.long))
 
     def step(self, problem: _Problem, rows: Tensor) -> _LMState:
-        """One damped Gauss-Newton step per seed, kept only where it lowers the cost."""
-        w = problem.weights[rows, None, :, None]  # (A, 1, 6, 1)
-        jt_w = (self.jac * w).transpose(-1, -2)  # (A, S, dof, 6)
-        hess = jt_w @ self.jac
-        grad = (jt_w @ self.e[..., None]).squeeze(-1)
-        floor = max(_LAMBDA_MIN, 100 * torch.finfo(hess.dtype).eps)
-        damping = (self.mu * self.cost + floor)[..., None, None]
-        eye = torch.eye(hess.shape[-1], dtype=hess.dtype, device=hess.device)
-        lhs = hess + damping * eye
-        rhs = grad[..., None]
-        if problem.posture is not None:
-            pull = _POSTURE_GAIN * (problem.posture[rows, None] - self.q)  # (A, S, dof)
-            rhs = torch.cat((rhs, (hess @ pull[..., None])), dim=-1)
-        sol, info = torch.linalg.solve_ex(lhs, rhs)
-        dq = sol[..., 0]
-        if problem.posture is not None:
-            dq = dq + pull - sol[..., 1]  # null-space projection (I - H_l^-1 H) of the pull
+        """One damped Gauss-Newton step per seed, kept only where it lowers the cost.
+
+        Joints the step would push past a limit are set at that limit, and the step
+        of the other joints is solved again with them fixed (one active-set pass).
+        """
+        robot = problem.robot
+        floor = max(_LAMBDA_MIN, 100 * torch.finfo(self.q.dtype).eps)
+        damping = self.mu * self.cost + floor
+        w = problem.weights[rows, None]
+        pull = None if problem.posture is None else _POSTURE_GAIN * (problem.posture[rows, None] - self.q)
+        dq, info = _damped_step(self.jac, self.e, w, damping, pull)
+        target_q = self.q + dq
+        blocked = ~robot.continuous & ((target_q < robot.lower) | (target_q > robot.upper))
+        dq_blocked = torch.where(blocked, robot.wrap(target_q) - self.q, 0)
+        e_rest = self.e - (self.jac @ dq_blocked[..., None]).squeeze(-1)
+        dq_free, info_free = _damped_step(self.jac * ~blocked[..., None, :], e_rest, w, damping, pull)
+        dq = torch.where(blocked, dq_blocked, dq_free)
+        info = info | info_free
         q_new = problem.robot.wrap(self.q + dq)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
@@ -260,6 +261,24 @@ class _LMState:
             mu=torch.where(stalled, torch.full_like(self.mu, _MU_INIT), self.mu),
             age=torch.where(stalled, torch.zeros_like(self.age), self.age),
         )
+
+
+def _damped_step(
+    jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """LM step ``(J^T W J + damping I)^-1 J^T W e`` (A, S, dof), plus ``pull`` projected
+    on the null space of J, and the solver's status (A, S) (non-zero: singular)."""
+    jt_w = (jac * w[..., None]).transpose(-1, -2)  # (A, S, dof, 6)
+    hess = jt_w @ jac
+    eye = torch.eye(hess.shape[-1], dtype=hess.dtype, device=hess.device)
+    lhs = hess + damping[..., None, None] * eye
+    rhs = jt_w @ e[..., None]
+    if pull is not None:
+        rhs = torch.cat((rhs, hess @ pull[..., None]), dim=-1)
+    sol, info = torch.linalg.solve_ex(lhs, rhs)
+    if pull is None:
+        return sol[..., 0], info
+    return sol[..., 0] + pull - sol[..., 1], info  # (I - H_l^-1 H) pull: null-space motion
 
 
 def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
