@@ -1,0 +1,109 @@
+"""Pure ASGI middleware: request metrics, and refusing oversized bodies before anything parses them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.metrics import Metrics
+
+__all__ = ["BodyLimitMiddleware", "MetricsMiddleware"]
+
+_UNINSTRUMENTED = ("/health", "/metrics")
+
+
+class MetricsMiddleware:
+    """Counts requests, errors and latency by route template; ``/health`` and ``/metrics`` are not traffic."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in _UNINSTRUMENTED:
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            endpoint = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(endpoint, scope["method"], str(status)).inc()
+            self.metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - start)
+            if status >= 400:
+                self.metrics.errors.labels(endpoint, str(status)).inc()
+
+
+class BodyLimitMiddleware:
+    """Reads each request body up to ``max_bytes`` and answers 413 past it, before the app sees a byte.
+
+    A ``Content-Length`` over the limit is refused without reading; chunked
+    bodies are counted as they arrive. The body read is replayed to the app.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await _refuse(send, 400, "invalid Content-Length header")
+                return
+            if int(declared) > self.max_bytes:
+                await _refuse(send, 413, self._too_large(int(declared)))
+                return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # client gone: let the app see the disconnect
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _refuse(send, 413, self._too_large(size, at_least=True))
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    def _too_large(self, size: int, *, at_least: bool = False) -> str:
+        return f"request body of {'at least ' if at_least else ''}{size} bytes is over the limit of {self.max_bytes} bytes"
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that first returns ``messages``, then defers to the real one."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 413:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

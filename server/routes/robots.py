@@ -1,0 +1,24 @@
+"""``GET /v1/robots``: the loaded robots and their joints."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from server.batcher import ServiceUnavailable
+from server.schemas import ErrorResponse, RobotsResponse
+from server.service import robot_info
+from server.state import ServerState, get_state
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["robots"])
+
+
+@router.get("/robots", response_model=RobotsResponse, responses={503: {"model": ErrorResponse}})
+async def list_robots(state: Annotated[ServerState, Depends(get_state)]) -> RobotsResponse:
+    """Each robot's name, dof, joint names, joint limits [rad or m] and end-effector frame."""
+    if not state.ready:
+        raise ServiceUnavailable("the server is starting; robots are not loaded yet")
+    return RobotsResponse(robots=[robot_info(loaded.robot) for loaded in state.robots.values()])

@@ -1,0 +1,177 @@
+"""Request and response bodies of the HTTP API (pydantic v2); units: metres, radians, quaternions (x, y, z, w).
+
+Every request model forbids unknown fields and rejects NaN, infinities and
+absurd magnitudes, so nothing non-finite ever reaches the solver. Checks that
+need the robot (the number of joints) live in :mod:`server.service`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+__all__ = [
+    "ERROR_RESPONSES",
+    "ErrorResponse",
+    "FKRequest",
+    "FKResponse",
+    "HealthResponse",
+    "IKRequest",
+    "IKResponse",
+    "IKSolution",
+    "Pose",
+    "RobotInfo",
+    "RobotsResponse",
+]
+
+MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and seeds
+MAX_ITERATIONS = 10_000
+MAX_SEEDS = 64
+_MIN_QUATERNION_NORM = 1e-6
+
+Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
+QuaternionPart = Annotated[float, Field(allow_inf_nan=False, ge=-1e6, le=1e6)]
+Tolerance = Annotated[float, Field(allow_inf_nan=False, gt=0, le=10)]
+Configuration = Annotated[list[Coordinate], Field(min_length=1, max_length=256)]
+
+_EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
+_EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Pose(_Request):
+    """A pose ``T_base_ee``: position [m] and unit quaternion (x, y, z, w), normalised on input."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_EXAMPLE_POSE]})
+
+    position: Annotated[list[Coordinate], Field(min_length=3, max_length=3, description="x, y, z [m]")]
+    orientation: Annotated[
+        list[QuaternionPart], Field(min_length=4, max_length=4, description="quaternion x, y, z, w (any non-zero norm)")
+    ]
+
+    @field_validator("orientation")
+    @classmethod
+    def _normalise(cls, value: list[float]) -> list[float]:
+        norm = math.sqrt(sum(x * x for x in value))
+        if norm <= _MIN_QUATERNION_NORM:
+            raise ValueError(f"orientation quaternion has norm {norm:.3g}; it must be above {_MIN_QUATERNION_NORM:g}")
+        return [x / norm for x in value]
+
+
+class IKRequest(_Request):
+    """Targets to solve, optional warm starts and solver options (omitted: the server's defaults)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"targets": [_EXAMPLE_POSE]},
+                {
+                    "targets": [_EXAMPLE_POSE],
+                    "seed": [_EXAMPLE_Q],
+                    "position_tolerance": 1e-4,
+                    "orientation_tolerance": 1e-3,
+                    "max_iterations": 100,
+                    "return_gradient": True,
+                },
+            ]
+        }
+    )
+
+    targets: list[Pose] = Field(min_length=1, description="end-effector targets T_base_ee")
+    seed: list[Configuration] | None = Field(
+        None, description="one warm-start configuration per target (dof values each) [rad or m]"
+    )
+    position_tolerance: Tolerance | None = Field(None, description="success threshold on the position error [m]")
+    orientation_tolerance: Tolerance | None = Field(
+        None, description="success threshold on the orientation error [rad]"
+    )
+    max_iterations: int | None = Field(None, ge=0, le=MAX_ITERATIONS, description="iteration budget per target")
+    num_seeds: int | None = Field(None, ge=1, le=MAX_SEEDS, description="configurations tried per target")
+    return_gradient: StrictBool = Field(False, description="also return dq/d(target twist), dof x 6, per solution")
+
+    @model_validator(mode="after")
+    def _one_seed_per_target(self) -> IKRequest:
+        if self.seed is not None and len(self.seed) != len(self.targets):
+            raise ValueError(f"seed has {len(self.seed)} rows but there are {len(self.targets)} targets; give one per target")
+        return self
+
+
+class IKSolution(BaseModel):
+    """The solution of one target."""
+
+    q: list[float] = Field(description="joint configuration [rad or m], in the robot's joint order")
+    success: bool = Field(description="both errors within their tolerances")
+    position_error: float = Field(description="[m]")
+    orientation_error: float = Field(description="[rad]")
+    iterations: int
+    gradient: list[list[float]] | None = Field(
+        None,
+        description="dof x 6 Jacobian dq/d(target twist [dp; dw]), world-aligned left perturbation; only if asked",
+    )
+
+
+class IKResponse(BaseModel):
+    """One solution per target, in the order of the request."""
+
+    robot: str
+    solutions: list[IKSolution]
+
+
+class FKRequest(_Request):
+    """Joint configurations whose end-effector poses to compute."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"q": [_EXAMPLE_Q]}]})
+
+    q: list[Configuration] = Field(min_length=1, description="configurations, dof values each [rad or m]")
+
+
+class FKResponse(BaseModel):
+    """One pose per configuration, in the order of the request."""
+
+    robot: str
+    poses: list[Pose]
+
+
+class RobotInfo(BaseModel):
+    """A loaded robot."""
+
+    name: str
+    dof: int
+    joint_names: list[str]
+    lower: list[float] = Field(description="joint lower limits [rad or m]")
+    upper: list[float] = Field(description="joint upper limits [rad or m]")
+    ee_frame: str
+
+
+class RobotsResponse(BaseModel):
+    """The robots this server solves for."""
+
+    robots: list[RobotInfo]
+
+
+class HealthResponse(BaseModel):
+    """Readiness: robots loaded and warmed up."""
+
+    status: str
+    device: str
+    dtype: str
+    robots: list[str]
+
+
+class ErrorResponse(BaseModel):
+    """A refused request: ``detail`` says why (a list in FastAPI's validation format for 422)."""
+
+    detail: str | list[dict[str, object]]
+    available: list[str] | None = Field(None, description="loaded robots, for unknown-robot errors")
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    404: {"model": ErrorResponse, "description": "unknown robot; `available` lists the loaded ones"},
+    413: {"model": ErrorResponse, "description": "too many targets, or body over the size limit"},
+    503: {"model": ErrorResponse, "description": "queue full, starting or stopping; see Retry-After"},
+}

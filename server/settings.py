@@ -1,0 +1,75 @@
+"""Server configuration: one ``Settings`` object from flags, ``IK_LAYER_*`` environment variables and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Literal
+
+import torch
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, CliApp, NoDecode, SettingsConfigDict
+
+from robots import builtin_robots
+
+__all__ = ["Settings", "parse_settings"]
+
+
+class Settings(BaseSettings):
+    """Everything the server can be told; flags beat environment variables beat defaults.
+
+    Robots are built-in names or ``path/to/robot.urdf:ee_frame`` (the frame is
+    optional); the environment takes them comma-separated
+    (``IK_LAYER_ROBOTS=ur5e,planar3``), the command line as ``--robots ur5e,planar3``.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="IK_LAYER_",
+        extra="forbid",
+        cli_kebab_case=True,
+        cli_prog_name="python -m server",
+        cli_implicit_flags=True,
+    )
+
+    host: str = Field("127.0.0.1", description="interface to listen on")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (0: any free port)")
+    device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="torch device; auto picks cuda when present")
+    dtype: Literal["float32", "float64"] = Field("float64", description="floating dtype of the solver")
+    robots: Annotated[list[str], NoDecode] = Field(
+        default_factory=builtin_robots, min_length=1, description="built-in names or URDF paths with ':ee_frame'"
+    )
+    max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
+    max_batch: int = Field(256, ge=1, description="most rows in one micro-batched solve")
+    max_wait_ms: float = Field(2.0, ge=0, le=10_000, description="how long a micro-batch waits to fill [ms]")
+    queue_limit: int = Field(1024, ge=1, description="requests waiting per robot before 503")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body [bytes]")
+    num_seeds: int = Field(4, ge=1, le=64, description="default seeds per target")
+    max_iterations: int = Field(200, ge=0, le=10_000, description="default iteration budget")
+    position_tolerance: float = Field(1e-4, gt=0, le=1.0, description="default position tolerance [m]")
+    orientation_tolerance: float = Field(1e-3, gt=0, le=3.2, description="default orientation tolerance [rad]")
+    retry_after_s: int = Field(1, ge=1, description="Retry-After header of 503 answers [s]")
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("robots", mode="before")
+    @classmethod
+    def _split_robots(cls, value: object) -> object:
+        """Accept ``"a,b"`` as well as a list."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            return [part.strip() for item in value for part in str(item).split(",") if part.strip()]
+        return value
+
+    def torch_device(self) -> torch.device:
+        """The device to load robots on (``auto``: cuda if available)."""
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype named by :attr:`dtype`."""
+        return torch.float32 if self.dtype == "float32" else torch.float64
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> Settings:
+    """Settings from command-line flags ``argv`` (default: none) over the environment."""
+    return CliApp.run(Settings, cli_args=list(argv or []))
