@@ -1,0 +1,312 @@
+"""The ``ik-layer`` command line: list robots, run FK and batch IK on files, serve, benchmark.
+
+Every subcommand returns an exit code: 0 on success, 2 on bad input (a one-line
+message on stderr, no traceback), 130 when interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ik_layer.exceptions import IKLayerError
+from ik_layer.io import (
+    POSE_COLUMNS,
+    InputFileError,
+    Rows,
+    Table,
+    drop_invalid,
+    format_lines,
+    invalid_poses,
+    read_q,
+    read_targets,
+    write_csv,
+    write_table,
+)
+from ik_layer.kinematics import Robot, load_robot
+from ik_layer.lie import matrix_to_pose
+from ik_layer.solver import IKResult, solve
+from robots import REGISTRY
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+_PASS_THROUGH = ("serve", "bench")  # subcommands whose unknown arguments go to the program they run
+
+
+class CLIError(IKLayerError):
+    """A command-line problem reported as one line with exit code 2 (e.g. CUDA asked for but absent)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ik-layer`` command line on ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
+    parser = build_parser()
+    args, passed_on = parser.parse_known_args(argv)
+    if passed_on and args.command not in _PASS_THROUGH:
+        parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
+    args.passed_on = passed_on
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # e.g. `ik-layer robots | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except (IKLayerError, OSError) as err:
+        print(f"ik-layer {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"ik-layer {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with the ``robots``, ``fk``, ``solve``, ``serve`` and ``bench`` subcommands."""
+    parser = argparse.ArgumentParser(prog="ik-layer", description="Differentiable batched inverse kinematics.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    robots = sub.add_parser("robots", help="list the built-in robots with their joints and limits")
+    robots.set_defaults(run=run_robots)
+
+    fk = sub.add_parser("fk", help="end-effector poses of joint configurations")
+    _robot_arguments(fk)
+    fk.add_argument("q_file", type=Path, help="configurations: .csv (joint-name header), .npy/.npz, .jsonl")
+    fk.add_argument("-o", "--output", type=Path, help="output .csv/.npz/.jsonl (default: CSV on stdout)")
+    fk.set_defaults(run=run_fk)
+
+    ik = sub.add_parser("solve", help="solve IK for every target of a file")
+    _robot_arguments(ik)
+    ik.add_argument("targets_file", type=Path, help="targets: .csv (x,y,z,qx,qy,qz,qw), .npy/.npz, .jsonl")
+    ik.add_argument("-o", "--output", type=Path, required=True, help="output .csv/.npz/.jsonl")
+    ik.add_argument("--batch-size", type=_positive, default=1024, help="targets per solver call (default 1024)")
+    ik.add_argument("--seed-file", type=Path, help="warm starts: one configuration per target (or one for all)")
+    ik.add_argument("--num-seeds", type=_positive, default=4, help="parallel seeds per target (default 4)")
+    ik.add_argument("--max-iterations", type=_positive, default=200, help="iteration budget (default 200)")
+    ik.add_argument("--position-tolerance", type=float, default=1e-4, help="[m] (default 1e-4)")
+    ik.add_argument("--orientation-tolerance", type=float, default=1e-3, help="[rad] (default 1e-3)")
+    ik.add_argument("--seed", type=int, help="random seed of the solver's generator (reproducible runs)")
+    ik.set_defaults(run=run_solve)
+
+    serve = sub.add_parser(
+        "serve", help="start the HTTP service; further arguments go to python -m server", add_help=False
+    )
+    serve.set_defaults(run=run_serve)
+
+    bench = sub.add_parser(
+        "bench", help="run bench/report.py from a source checkout (--quick, --out DIR, ...)", add_help=False
+    )
+    bench.set_defaults(run=run_bench)
+    return parser
+
+
+def _robot_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by ``fk`` and ``solve``: robot, frame, device, dtype, invalid-row policy."""
+    parser.add_argument("robot", help=f"built-in robot ({', '.join(sorted(REGISTRY))}) or a URDF path")
+    parser.add_argument("--ee-frame", help="end-effector frame (default: the robot's)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="(default cpu)")
+    parser.add_argument("--dtype", choices=tuple(_DTYPES), default="float64", help="(default float64)")
+    parser.add_argument(
+        "--on-invalid", choices=("skip", "error"), default="error", help="rows with NaN values: skip or refuse"
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def run_robots(args: argparse.Namespace) -> int:
+    """Print each built-in robot: name, dof, default frame, description, joint limits."""
+    for name in sorted(REGISTRY):
+        robot = load_robot(name)
+        print(f"{name}: {robot.dof} dof, ee_frame={robot.ee_frame}  ({REGISTRY[name].description})")
+        for joint, lo, hi in zip(robot.joint_names, robot.lower.tolist(), robot.upper.tolist()):
+            print(f"  {joint:<24} [{lo:+.4f}, {hi:+.4f}]")
+    return EXIT_OK
+
+
+def run_fk(args: argparse.Namespace) -> int:
+    """Write the end-effector pose of every configuration of ``args.q_file``."""
+    robot = _robot(args)
+    rows = read_q(args.q_file, robot.joint_names)
+    rows, skipped = drop_invalid(rows, ~np.isfinite(rows.values).all(axis=1), args.on_invalid)
+    _report_skipped(rows.path, skipped)
+    q = torch.as_tensor(rows.values, dtype=robot.dtype, device=robot.device)
+    pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy()
+    table = Table({"line": rows.lines, "pose": pose}, {"pose": POSE_COLUMNS})
+    if args.output is None:
+        write_csv(sys.stdout, table)
+    else:
+        write_table(args.output, table)
+    return EXIT_OK
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    """Solve every target of ``args.targets_file`` in chunks, with a progress bar; write the results."""
+    robot = _robot(args)
+    targets, seeds, skipped = _solve_inputs(args, robot)
+    _report_skipped(targets.path, skipped)
+    generator = torch.Generator(device=robot.device)
+    if args.seed is not None:
+        generator.manual_seed(args.seed)
+    chunks: list[IKResult] = []
+    start = time.perf_counter()
+    try:
+        _solve_chunks(args, robot, targets.values, seeds, generator, chunks)
+    except KeyboardInterrupt:
+        done = _write_results(args.output, robot, targets.lines, chunks)
+        print(
+            f"ik-layer solve: interrupted; wrote the {done} of {len(targets.lines)} rows solved so far to {args.output}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    _write_results(args.output, robot, targets.lines, chunks)
+    _print_summary(chunks, time.perf_counter() - start, args.output)
+    return EXIT_OK
+
+
+def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndarray | None, list[int]]:
+    """Valid targets, their warm starts (None without ``--seed-file``) and the skipped target lines."""
+    targets = read_targets(args.targets_file)
+    invalid = invalid_poses(targets.values)
+    seeds = None
+    if args.seed_file is not None:
+        seed_rows = _seed_rows(read_q(args.seed_file, robot.joint_names), len(targets.lines))
+        seed_invalid = ~np.isfinite(seed_rows.values).all(axis=1)
+        drop_invalid(seed_rows, seed_invalid, args.on_invalid)  # refuses the seed file in error mode
+        invalid = invalid | seed_invalid
+        seeds = seed_rows.values[~invalid]
+    valid, skipped = drop_invalid(targets, invalid, args.on_invalid)
+    return valid, seeds, skipped
+
+
+def _seed_rows(rows: Rows, num_targets: int) -> Rows:
+    """Warm starts with one row per target: as read, or a single row repeated."""
+    if len(rows.values) == 1:
+        return Rows(np.repeat(rows.values, num_targets, axis=0), np.repeat(rows.lines, num_targets), rows.path)
+    if len(rows.values) != num_targets:
+        raise InputFileError(
+            f"{rows.path}: {len(rows.values)} seed rows for {num_targets} targets; give one per target or one for all"
+        )
+    return rows
+
+
+def _solve_chunks(
+    args: argparse.Namespace,
+    robot: Robot,
+    targets: np.ndarray,
+    seeds: np.ndarray | None,
+    generator: torch.Generator,
+    chunks: list[IKResult],
+) -> None:
+    """Solve ``targets`` (N, 7) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
+    from tqdm import tqdm
+
+    done = succeeded = 0
+    with tqdm(total=len(targets), unit="row", file=sys.stderr, disable=None, mininterval=0.5, dynamic_ncols=True) as bar:
+        for begin in range(0, len(targets), args.batch_size):
+            rows = slice(begin, begin + args.batch_size)
+            as_tensor = lambda x: torch.as_tensor(x[rows], dtype=robot.dtype, device=robot.device)  # noqa: E731
+            result = solve(
+                robot,
+                as_tensor(targets),
+                q0=None if seeds is None else as_tensor(seeds),
+                num_seeds=args.num_seeds,
+                max_iterations=args.max_iterations,
+                position_tolerance=args.position_tolerance,
+                orientation_tolerance=args.orientation_tolerance,
+                generator=generator,
+            )
+            chunks.append(result)
+            done += len(result.success)
+            succeeded += int(result.success.sum())
+            bar.update(len(result.success))
+            bar.set_postfix(success=f"{succeeded / done:.1%}", refresh=False)
+
+
+def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult]) -> int:
+    """Write the solved chunks (q, success, errors, iterations per row) to ``path``; return the row count."""
+    q = _gather(chunks, "q", np.float64).reshape(-1, robot.dof)
+    table = Table(
+        {
+            "line": lines[: len(q)],
+            "q": q,
+            "success": _gather(chunks, "success", np.bool_),
+            "position_error": _gather(chunks, "position_error", np.float64),
+            "orientation_error": _gather(chunks, "orientation_error", np.float64),
+            "iterations": _gather(chunks, "iterations", np.int64),
+        },
+        {"q": robot.joint_names},
+    )
+    write_table(path, table)
+    return len(q)
+
+
+def _gather(chunks: list[IKResult], field: str, dtype: type) -> np.ndarray:
+    """One field of every chunk, concatenated on the host (empty without chunks)."""
+    parts = [getattr(c, field).detach().cpu().numpy().astype(dtype) for c in chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _print_summary(chunks: list[IKResult], seconds: float, output: Path) -> None:
+    """One line on stderr: success count and rate, speed, median errors, output file."""
+    success = _gather(chunks, "success", np.bool_)
+    n, ok = len(success), int(success.sum())
+    if n == 0:
+        print(f"ik-layer solve: no valid targets; wrote an empty {output}", file=sys.stderr)
+        return
+    pos = float(np.median(_gather(chunks, "position_error", np.float64)))
+    ori = float(np.median(_gather(chunks, "orientation_error", np.float64)))
+    print(
+        f"ik-layer solve: {ok}/{n} solved ({ok / n:.1%}) in {seconds:.2f} s ({n / max(seconds, 1e-9):.0f} rows/s); "
+        f"median error {pos:.2e} m, {ori:.2e} rad; wrote {output}",
+        file=sys.stderr,
+    )
+
+
+def _robot(args: argparse.Namespace) -> Robot:
+    """Load ``args.robot`` on the requested device and dtype."""
+    return load_robot(args.robot, args.ee_frame, dtype=_DTYPES[args.dtype], device=_device(args.device))
+
+
+def _device(choice: str) -> torch.device:
+    """``cpu``, ``cuda`` (checked available) or ``auto`` (CUDA when there is one)."""
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise CLIError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    return torch.device(choice)
+
+
+def _report_skipped(path: Path, lines: list[int]) -> None:
+    if lines:
+        print(f"ik-layer: skipped {len(lines)} invalid row(s) of {path} at line(s) {format_lines(lines)}", file=sys.stderr)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Start the HTTP service through ``server.__main__.serve`` (needs the ``server`` extra)."""
+    try:
+        from server.__main__ import serve
+    except ImportError as err:
+        raise CLIError(f"the HTTP service is not available ({err}); install ik-layer[server]") from err
+    return serve(list(args.passed_on))
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run ``bench/report.py`` of the source checkout in a subprocess and return its exit code."""
+    report = _SOURCE_ROOT / "bench" / "report.py"
+    if not report.is_file():
+        raise CLIError(f"{report} not found: `ik-layer bench` runs from a source checkout of ik-layer")
+    python_path = os.pathsep.join(filter(None, (str(_SOURCE_ROOT), os.environ.get("PYTHONPATH"))))
+    env = dict(os.environ, PYTHONPATH=python_path)
+    return subprocess.call([sys.executable, str(report), *args.passed_on], cwd=_SOURCE_ROOT, env=env)

@@ -1,0 +1,285 @@
+"""Reading and writing the CLI's row files: targets, joint configurations, FK poses and IK results.
+
+Three formats, chosen by the file suffix:
+
+* ``.csv``: a header row naming the columns (``x,y,z,qx,qy,qz,qw`` for poses, the
+  joint names for configurations); extra columns are ignored.
+* ``.npy`` / ``.npz``: an (N, k) array (targets may also be (N, 4, 4) transforms);
+  an ``.npz`` holds one array per field (``target`` or ``pose``, ``q``, ...).
+* ``.jsonl`` / ``.ndjson``: one JSON object per line, with one key per column or one
+  list-valued key per field (``{"pose": [...]}``, ``{"q": [...]}``).
+
+Every row read keeps its 1-based source line (row number for NumPy files), so
+invalid rows (NaN, infinite or non-numeric values, zero quaternions) are reported
+where a person can find them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+import numpy as np
+import torch
+
+from ik_layer.exceptions import IKLayerError
+from ik_layer.lie import matrix_to_pose
+
+__all__ = [
+    "POSE_COLUMNS",
+    "InputFileError",
+    "Rows",
+    "Table",
+    "drop_invalid",
+    "invalid_poses",
+    "read_q",
+    "read_targets",
+    "write_csv",
+    "write_table",
+]
+
+POSE_COLUMNS = ("x", "y", "z", "qx", "qy", "qz", "qw")
+_CSV = (".csv",)
+_NUMPY = (".npy", ".npz")
+_JSONL = (".jsonl", ".ndjson")
+_MAX_LISTED = 10
+
+OnInvalid = Literal["skip", "error"]
+
+
+class InputFileError(IKLayerError):
+    """A row file is missing, unreadable, has the wrong columns or holds invalid rows."""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Numeric rows read from a file.
+
+    Attributes:
+        values: (N, k) float64 values, NaN where a cell was missing or not a number.
+        lines: (N,) int64 1-based source line of each row (row number for NumPy files).
+        path: the file the rows came from.
+    """
+
+    values: np.ndarray
+    lines: np.ndarray
+    path: Path
+
+
+@dataclass(frozen=True)
+class Table:
+    """Named per-row fields to write: each a (N,) or (N, k) array, k columns named in ``columns``."""
+
+    fields: dict[str, np.ndarray]
+    columns: dict[str, Sequence[str]]
+
+    def flat_columns(self) -> list[str]:
+        """Column names of the table flattened to scalars, in field order."""
+        return [c for name in self.fields for c in self.columns.get(name, (name,))]
+
+    def flat_values(self) -> list[list[object]]:
+        """Rows of the flattened table as Python scalars (bools stay bools, ints stay ints)."""
+        parts = [v.reshape(len(v), -1) for v in self.fields.values()]
+        return [[x for part in parts for x in part[i].tolist()] for i in range(self.num_rows)]
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows."""
+        return len(next(iter(self.fields.values())))
+
+
+def read_targets(path: str | Path) -> Rows:
+    """Read end-effector targets as (N, 7) poses ``[x, y, z, qx, qy, qz, qw]`` ([m], unit quaternion).
+
+    Raises:
+        InputFileError: missing file, unknown suffix or wrong columns / shape.
+    """
+    path = _existing(path)
+    if path.suffix in _NUMPY:
+        array = _numpy_array(path, ("target", "pose"))
+        if array.ndim == 3 and array.shape[1:] == (4, 4):
+            array = matrix_to_pose(torch.from_numpy(array)).numpy()
+        return _numpy_rows(path, array, len(POSE_COLUMNS), "poses (N, 7) or transforms (N, 4, 4)")
+    if path.suffix in _JSONL:
+        return _jsonl_rows(path, POSE_COLUMNS, ("target", "pose"))
+    return _csv_rows(path, POSE_COLUMNS)
+
+
+def read_q(path: str | Path, joint_names: Sequence[str]) -> Rows:
+    """Read joint configurations as (N, dof) values [rad or m], columns named by ``joint_names``.
+
+    Raises:
+        InputFileError: missing file, unknown suffix or wrong columns / shape.
+    """
+    path = _existing(path)
+    if path.suffix in _NUMPY:
+        return _numpy_rows(path, _numpy_array(path, ("q",)), len(joint_names), f"configurations (N, {len(joint_names)})")
+    if path.suffix in _JSONL:
+        return _jsonl_rows(path, tuple(joint_names), ("q",))
+    return _csv_rows(path, tuple(joint_names))
+
+
+def invalid_poses(values: np.ndarray) -> np.ndarray:
+    """(N,) bool: pose rows (N, 7) with a non-finite value or a zero quaternion."""
+    finite = np.isfinite(values).all(axis=1)
+    norms = np.linalg.norm(np.where(np.isfinite(values[:, 3:]), values[:, 3:], 0.0), axis=1)
+    return ~finite | (norms < 1e-12)
+
+
+def drop_invalid(rows: Rows, invalid: np.ndarray, on_invalid: OnInvalid) -> tuple[Rows, list[int]]:
+    """Drop the rows marked ``invalid`` (``skip``) or refuse the file (``error``).
+
+    Returns:
+        The valid rows and the source lines of the dropped ones.
+
+    Raises:
+        InputFileError: ``on_invalid="error"`` and some row is invalid; the message lists its lines.
+    """
+    bad = rows.lines[invalid].tolist()
+    if bad and on_invalid == "error":
+        raise InputFileError(
+            f"{rows.path}: {len(bad)} invalid row(s) (NaN, non-numeric or zero quaternion) at line(s) "
+            f"{format_lines(bad)}; fix them or pass --on-invalid skip"
+        )
+    keep = ~invalid
+    return Rows(rows.values[keep], rows.lines[keep], rows.path), bad
+
+
+def format_lines(lines: Sequence[int]) -> str:
+    """``2, 5, 9`` or, past ten, the first ten and how many more."""
+    shown = ", ".join(str(n) for n in lines[:_MAX_LISTED])
+    return shown if len(lines) <= _MAX_LISTED else f"{shown} (and {len(lines) - _MAX_LISTED} more)"
+
+
+def write_table(path: str | Path, table: Table) -> None:
+    """Write ``table`` to ``path`` as CSV, ``.npz`` (one array per field) or JSON lines.
+
+    Raises:
+        InputFileError: the suffix is not one of ``.csv``, ``.npz``, ``.jsonl``, ``.ndjson``.
+    """
+    path = Path(path)
+    if path.suffix == ".npz":
+        np.savez(path, **table.fields, **{f"{k}_columns": np.array(v) for k, v in table.columns.items()})
+    elif path.suffix in _JSONL:
+        with path.open("w") as stream:
+            for i in range(table.num_rows):
+                stream.write(json.dumps({k: v[i].tolist() for k, v in table.fields.items()}) + "\n")
+    elif path.suffix in _CSV:
+        with path.open("w", newline="") as stream:
+            write_csv(stream, table)
+    else:
+        raise InputFileError(f"{path}: cannot write {path.suffix or 'files without a suffix'}; use .csv, .npz or .jsonl")
+
+
+def write_csv(stream: TextIO, table: Table) -> None:
+    """Write ``table`` as CSV with a header row to an open text stream (e.g. stdout)."""
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(table.flat_columns())
+    writer.writerows([_csv_cell(x) for x in row] for row in table.flat_values())
+
+
+def _csv_cell(x: object) -> object:
+    return repr(x) if isinstance(x, float) else x
+
+
+def _existing(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such file")
+    if path.suffix not in _CSV + _NUMPY + _JSONL:
+        raise InputFileError(f"{path}: unknown format {path.suffix or '(no suffix)'}; use .csv, .npy, .npz or .jsonl")
+    return path
+
+
+def _numpy_array(path: Path, keys: Sequence[str]) -> np.ndarray:
+    """The array of a ``.npy`` file, or of an ``.npz`` under one of ``keys`` (or its only array)."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InputFileError(f"{path}: not a readable NumPy file ({err})") from err
+    if isinstance(loaded, np.ndarray):
+        return loaded
+    with loaded:
+        names = [k for k in keys if k in loaded.files]
+        if not names and len(loaded.files) == 1:
+            names = loaded.files
+        if not names:
+            raise InputFileError(f"{path}: no array named {' or '.join(keys)}; it holds {', '.join(loaded.files)}")
+        return loaded[names[0]]
+
+
+def _numpy_rows(path: Path, array: np.ndarray, width: int, expected: str) -> Rows:
+    if array.ndim != 2 or array.shape[1] != width or not np.issubdtype(array.dtype, np.number):
+        raise InputFileError(f"{path}: expected numeric {expected}, got an array of shape {array.shape}")
+    return Rows(array.astype(np.float64), np.arange(1, len(array) + 1), path)
+
+
+def _csv_rows(path: Path, columns: Sequence[str]) -> Rows:
+    with path.open(newline="") as stream:
+        reader = csv.reader(stream)
+        header = [h.strip() for h in next(reader, [])]
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise InputFileError(
+                f"{path}: header lacks column(s) {', '.join(missing)}; expected {','.join(columns)} "
+                f"(got {','.join(header) or 'an empty file'})"
+            )
+        index = [header.index(c) for c in columns]
+        values, lines = [], []
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            values.append([_number(row[i]) if i < len(row) else math.nan for i in index])
+            lines.append(reader.line_num)
+    return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
+
+
+def _jsonl_rows(path: Path, columns: Sequence[str], keys: Sequence[str]) -> Rows:
+    values, lines = [], []
+    with path.open() as stream:
+        for line_number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputFileError(f"{path}: line {line_number} is not JSON ({err.msg})") from err
+            values.append(_json_record(path, line_number, record, columns, keys))
+            lines.append(line_number)
+    return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
+
+
+def _json_record(path: Path, line: int, record: object, columns: Sequence[str], keys: Sequence[str]) -> list[float]:
+    """One JSON line as ``len(columns)`` floats: a list under one of ``keys`` or one key per column."""
+    if not isinstance(record, dict):
+        raise InputFileError(f"{path}: line {line} is not a JSON object")
+    key = next((k for k in keys if k in record), None)
+    if key is not None:
+        flat = np.asarray(record[key], dtype=object).reshape(-1).tolist()
+        if len(flat) == 16 and len(columns) == 7:
+            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(4, 4)
+            return matrix_to_pose(matrix).tolist() if bool(torch.isfinite(matrix).all()) else [math.nan] * 7
+        if len(flat) != len(columns):
+            raise InputFileError(f"{path}: line {line}: {key!r} has {len(flat)} values, expected {len(columns)}")
+        return [_number(x) for x in flat]
+    missing = [c for c in columns if c not in record]
+    if missing:
+        raise InputFileError(
+            f"{path}: line {line} lacks key(s) {', '.join(missing)}; expected {' or '.join(keys)} or {','.join(columns)}"
+        )
+    return [_number(record[c]) for c in columns]
+
+
+def _number(x: object) -> float:
+    """``x`` as a float; NaN for anything that is not a number (empty cells, text, null)."""
+    if isinstance(x, bool):
+        return math.nan
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,223 @@
+"""The ``ik-layer`` command line and its file formats, checked against ``robot.fk``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ik_layer.cli as cli
+from ik_layer import load_robot, solve
+from ik_layer.cli import main
+from ik_layer.io import POSE_COLUMNS
+from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
+from robots import builtin_robots
+
+ROOT = Path(__file__).resolve().parent.parent
+ROBOT = "panda"
+TOL = (1e-4, 1e-3)
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot(ROBOT)
+
+
+@pytest.fixture(scope="module")
+def q_true(robot) -> torch.Tensor:
+    """Six random configurations of the robot inside its limits."""
+    return robot.random_q((6,), generator=torch.Generator().manual_seed(7))
+
+
+@pytest.fixture(scope="module")
+def poses(robot, q_true) -> np.ndarray:
+    """(6, 7) reachable targets: FK of :func:`q_true`."""
+    return matrix_to_pose(robot.fk(q_true)).numpy()
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_targets(path: Path, poses: np.ndarray) -> Path:
+    """Targets in the format given by ``path``'s suffix."""
+    if path.suffix == ".csv":
+        return write_csv(path, list(POSE_COLUMNS), poses.tolist())
+    if path.suffix == ".npz":
+        np.savez(path, target=poses)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(dict(zip(POSE_COLUMNS, p))) + "\n" for p in poses.tolist()))
+    return path
+
+
+def read_result(path: Path, dof: int) -> dict[str, np.ndarray]:
+    """Fields q, success, position_error, iterations, line of a solve output in any format."""
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            return {k: data[k] for k in ("q", "success", "position_error", "iterations", "line")}
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        return {k: np.array([r[k] for r in records]) for k in ("q", "success", "position_error", "iterations", "line")}
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    names = list(rows[0])[1 : 1 + dof]
+    return {
+        "q": np.array([[float(r[n]) for n in names] for r in rows]),
+        "success": np.array([r["success"] == "True" for r in rows]),
+        "position_error": np.array([float(r["position_error"]) for r in rows]),
+        "iterations": np.array([int(r["iterations"]) for r in rows]),
+        "line": np.array([int(r["line"]) for r in rows]),
+    }
+
+
+def assert_reaches(robot, q: np.ndarray, poses: np.ndarray) -> None:
+    """Every configuration's FK is within the solver tolerances of its target pose."""
+    err = pose_error(pose_to_matrix(torch.as_tensor(poses)), robot.fk(torch.as_tensor(q)))
+    assert err[:, :3].norm(dim=-1).max() <= TOL[0]
+    assert err[:, 3:].norm(dim=-1).max() <= TOL[1]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz", ".jsonl"])
+def test_solve_round_trip_reaches_targets(tmp_path, robot, poses, suffix, capsys):
+    targets = write_targets(tmp_path / f"targets{suffix}", poses)
+    out = tmp_path / f"out{suffix}"
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--seed", "0", "--batch-size", "4"]) == 0
+    result = read_result(out, robot.dof)
+    assert result["success"].all() and len(result["q"]) == len(poses)
+    assert_reaches(robot, result["q"], poses)
+    assert "6/6 solved" in capsys.readouterr().err
+
+
+def test_solve_uses_seed_file_and_keeps_source_lines(tmp_path, robot, q_true, poses, capsys):
+    targets = write_targets(tmp_path / "targets.csv", poses)
+    seeds = write_csv(tmp_path / "seeds.csv", robot.joint_names, q_true.tolist())
+    out = tmp_path / "out.npz"
+    code = main(["solve", ROBOT, str(targets), "-o", str(out), "--seed-file", str(seeds), "--num-seeds", "1"])
+    assert code == 0
+    result = read_result(out, robot.dof)
+    assert (result["iterations"] <= 1).all()  # warm starts at the answers: solved at once
+    assert result["line"].tolist() == list(range(2, 2 + len(poses)))
+
+
+def test_fk_matches_robot_fk(tmp_path, robot, q_true, capsys):
+    q_file = write_csv(tmp_path / "q.csv", robot.joint_names, q_true.tolist())
+    assert main(["fk", ROBOT, str(q_file)]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    pose = np.array([[float(r[c]) for c in POSE_COLUMNS] for r in rows])
+    expected = robot.fk(q_true)
+    err = pose_error(expected, pose_to_matrix(torch.as_tensor(pose)))
+    assert err.abs().max() < 1e-12
+
+
+def test_fk_output_feeds_solve(tmp_path, robot, q_true):
+    """fk writes poses that solve reads back (npz keys and CSV columns line up)."""
+    np.save(tmp_path / "q.npy", q_true.numpy())
+    for suffix in (".npz", ".csv"):
+        poses_file, out = tmp_path / f"poses{suffix}", tmp_path / f"out{suffix}"
+        assert main(["fk", ROBOT, str(tmp_path / "q.npy"), "-o", str(poses_file)]) == 0
+        assert main(["solve", ROBOT, str(poses_file), "-o", str(out), "--seed", "1"]) == 0
+        assert_reaches(robot, read_result(out, robot.dof)["q"], matrix_to_pose(robot.fk(q_true)).numpy())
+
+
+def test_robots_lists_builtins(capsys):
+    assert main(["robots"]) == 0
+    out = capsys.readouterr().out
+    for name in builtin_robots():
+        assert f"{name}: " in out
+    assert "panda_joint7" in out and "7 dof" in out
+
+
+def _nan_targets(tmp_path: Path, poses: np.ndarray) -> Path:
+    rows = poses.tolist()
+    rows[1][0] = "nan"  # file line 3
+    rows[3][4] = ""  # file line 5: missing cell
+    return write_csv(tmp_path / "targets.csv", list(POSE_COLUMNS), rows)
+
+
+def test_nan_rows_refused_with_line_numbers(tmp_path, poses, capsys):
+    targets = _nan_targets(tmp_path, poses)
+    assert main(["solve", ROBOT, str(targets), "-o", str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "line(s) 3, 5" in err and "--on-invalid skip" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_nan_rows_skipped_on_request(tmp_path, robot, poses, capsys):
+    targets = _nan_targets(tmp_path, poses)
+    out = tmp_path / "out.csv"
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--on-invalid", "skip", "--seed", "2"]) == 0
+    assert "skipped 2 invalid row(s)" in capsys.readouterr().err
+    result = read_result(out, robot.dof)
+    assert result["line"].tolist() == [2, 4, 6, 7]
+    assert_reaches(robot, result["q"], poses[[0, 2, 4, 5]])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["solve", ROBOT, "{tmp}/missing.csv", "-o", "{tmp}/o.csv"], "no such file"),
+        (["solve", ROBOT, "{tmp}/wrong.csv", "-o", "{tmp}/o.csv"], "header lacks column(s) qw"),
+        (["solve", ROBOT, "{tmp}/bad.jsonl", "-o", "{tmp}/o.csv"], "line 2 is not JSON"),
+        (["solve", ROBOT, "{tmp}/wrong.npy", "-o", "{tmp}/o.csv"], "shape (3, 4)"),
+        (["solve", "no_such_robot", "{tmp}/wrong.csv", "-o", "{tmp}/o.csv"], "unknown robot 'no_such_robot'"),
+        (["fk", ROBOT, "{tmp}/wrong.csv"], "header lacks column(s) panda_joint1"),
+        (["fk", ROBOT, "{tmp}/wrong.txt"], "unknown format .txt"),
+    ],
+)
+def test_bad_inputs_exit_2_with_one_line(tmp_path, argv, message, capsys):
+    write_csv(tmp_path / "wrong.csv", ["x", "y", "z", "qx", "qy", "qz"], [[0, 0, 0, 0, 0, 0]])
+    (tmp_path / "bad.jsonl").write_text('{"pose": [0, 0, 0, 0, 0, 0, 1]}\n{oops\n')
+    (tmp_path / "wrong.txt").write_text("1 2 3\n")
+    np.save(tmp_path / "wrong.npy", np.zeros((3, 4)))
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_interrupt_writes_finished_chunks(tmp_path, robot, poses, monkeypatch, capsys):
+    calls = []
+
+    def interrupted_solve(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "solve", interrupted_solve)
+    out = tmp_path / "out.jsonl"
+    targets = write_targets(tmp_path / "t.csv", poses)
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--batch-size", "2"]) == 130
+    assert "wrote the 2 of 6 rows solved so far" in capsys.readouterr().err
+    assert len(read_result(out, robot.dof)["q"]) == 2
+
+
+def test_module_entry_point_non_tty_output_is_clean(tmp_path, poses):
+    """``python -m ik_layer`` runs; with stderr a pipe, the progress bar writes no carriage returns."""
+    targets = write_targets(tmp_path / "t.csv", np.repeat(poses, 4, axis=0))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ik_layer", "solve", ROBOT, str(targets), "-o", str(tmp_path / "o.csv"), "--batch-size", "3"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("ik-layer solve: 24/24 solved")
+
+
+@pytest.mark.skipif(not (ROOT / "bench" / "report.py").is_file(), reason="bench/report.py is not in this checkout")
+def test_bench_quick_finishes(tmp_path):
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "REPORT.md").is_file()
+    assert list(tmp_path.glob("*.png"))
