@@ -4,4 +4,7 @@ import sys
 
 from server.run import serve
 
-serve(sys.argv[1:])
+__all__ = ["serve"]
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1:]))

@@ -1,0 +1,362 @@
+"""The HTTP API in process (httpx ASGI transport): answers checked by FK and Pinocchio, batching, overload, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from fastapi import FastAPI
+
+import ik_layer
+from ik_layer.lie import matrix_to_pose, pose_to_matrix
+from server import Settings, create_app
+from tests.conftest import make_rng, pinocchio_fk_jacobian
+
+pytestmark = pytest.mark.anyio
+
+FAST = {"robots": ["planar3", "ur5e"], "max_iterations": 60, "max_wait_ms": 1.0}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def serving(**overrides: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """An app with ``FAST`` settings plus ``overrides``, its lifespan running, and a client on it."""
+    app = create_app(Settings(**{**FAST, **overrides}))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=30) as client:
+            yield app, client
+
+
+@pytest.fixture(scope="module")
+async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    async with serving(max_targets=8, max_body_bytes=64 * 1024) as pair:
+        yield pair
+
+
+@pytest.fixture
+def client(api: tuple[FastAPI, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return api[1]
+
+
+def robot_of(app: FastAPI, name: str) -> ik_layer.Robot:
+    return app.state.ik.robots[name].robot
+
+
+def reachable(robot: ik_layer.Robot, n: int, seed: int = 7) -> tuple[torch.Tensor, list[dict[str, list[float]]]]:
+    """``n`` random configurations and the JSON targets of their end-effector poses."""
+    q = robot.random_q((n,), generator=make_rng(seed))
+    poses = matrix_to_pose(robot.fk(q)).tolist()
+    return q, [{"position": p[:3], "orientation": p[3:]} for p in poses]
+
+
+def sample(app: FastAPI, name: str, labels: dict[str, str]) -> float:
+    return app.state.ik.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def pose_tensor(targets: list[dict[str, list[float]]]) -> torch.Tensor:
+    return torch.tensor([t["position"] + t["orientation"] for t in targets], dtype=torch.float64)
+
+
+# --------------------------------------------------------------------------- readiness and discovery
+
+
+async def test_health_is_503_until_the_lifespan_has_run() -> None:
+    app = create_app(Settings(**FAST))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ik.test") as client:
+        health = await client.get("/health")
+        ik = await client.post("/v1/robots/planar3/ik", json={"targets": [{"position": [1, 0, 0], "orientation": [0, 0, 0, 1]}]})
+    assert health.status_code == 503 and health.json()["status"] == "unavailable"
+    assert ik.status_code == 503 and "Retry-After" in ik.headers
+
+
+async def test_health_reports_device_and_robots(client: httpx.AsyncClient) -> None:
+    response = await client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "device": "cpu", "dtype": "float64", "robots": ["planar3", "ur5e"]}
+
+
+async def test_robots_lists_joints_and_limits(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robots = {r["name"]: r for r in (await client.get("/v1/robots")).json()["robots"]}
+    ur5e = robot_of(app, "ur5e")
+    assert set(robots) == {"planar3", "ur5e"}
+    assert robots["ur5e"]["dof"] == 6 and robots["ur5e"]["joint_names"] == ur5e.joint_names
+    assert robots["ur5e"]["lower"] == ur5e.lower.tolist() and robots["ur5e"]["upper"] == ur5e.upper.tolist()
+    assert robots["ur5e"]["ee_frame"] == "tool0"
+
+
+async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/docs")).status_code == 200
+    spec = (await client.get("/openapi.json")).json()
+    assert {"/health", "/v1/robots", "/v1/robots/{name}/ik", "/v1/robots/{name}/fk", "/metrics"} <= set(spec["paths"])
+    assert spec["components"]["schemas"]["IKRequest"]["examples"]
+    assert spec["components"]["schemas"]["Pose"]["examples"]
+
+
+# --------------------------------------------------------------------------- answers
+
+
+async def test_ik_solutions_reach_their_targets(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robot = robot_of(app, "ur5e")
+    _, targets = reachable(robot, 5)
+    response = await client.post("/v1/robots/ur5e/ik", json={"targets": targets})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["robot"] == "ur5e" and len(body["solutions"]) == 5
+    assert all("gradient" not in s for s in body["solutions"])
+    q = torch.tensor([s["q"] for s in body["solutions"]], dtype=torch.float64)
+    assert all(s["success"] for s in body["solutions"])
+    assert bool(((q >= robot.lower - 1e-9) & (q <= robot.upper + 1e-9)).all())
+    reached = robot.fk(q)
+    wanted = pose_to_matrix(pose_tensor(targets))
+    torch.testing.assert_close(reached[:, :3, 3], wanted[:, :3, 3], atol=2e-4, rtol=0)
+    torch.testing.assert_close(reached[:, :3, :3], wanted[:, :3, :3], atol=2e-3, rtol=0)
+    pin_pose, _ = pinocchio_fk_jacobian(robot, q)
+    np.testing.assert_allclose(pin_pose, reached.numpy(), atol=1e-9)
+    for s in body["solutions"]:
+        assert s["position_error"] <= 1e-4 and s["orientation_error"] <= 1e-3 and s["iterations"] <= 60
+
+
+async def test_ik_warm_start_at_the_answer_needs_no_iterations(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    q, targets = reachable(robot_of(app, "planar3"), 3)
+    body = {"targets": targets, "seed": q.tolist(), "position_tolerance": 1e-3, "orientation_tolerance": 1e-2}
+    solutions = (await client.post("/v1/robots/planar3/ik", json=body)).json()["solutions"]
+    assert [s["iterations"] for s in solutions] == [0, 0, 0]
+    torch.testing.assert_close(torch.tensor([s["q"] for s in solutions], dtype=torch.float64), q)
+
+
+async def test_unreachable_target_is_a_failed_solution_not_an_error(client: httpx.AsyncClient) -> None:
+    body = {"targets": [{"position": [5.0, 0.0, 0.0], "orientation": [0, 0, 0, 1]}], "max_iterations": 8}
+    response = await client.post("/v1/robots/planar3/ik", json=body)
+    assert response.status_code == 200
+    solution = response.json()["solutions"][0]
+    assert solution["success"] is False and solution["position_error"] > 3.0
+
+
+async def test_gradient_is_the_library_target_gradient(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robot = robot_of(app, "ur5e")
+    _, targets = reachable(robot, 2, seed=11)
+    body = {"targets": targets, "return_gradient": True}
+    solutions = (await client.post("/v1/robots/ur5e/ik", json=body)).json()["solutions"]
+    q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+    gradient = torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64)
+    assert gradient.shape == (2, robot.dof, 6)
+    torch.testing.assert_close(gradient, ik_layer.target_gradient(robot, q), rtol=1e-9, atol=1e-12)
+
+
+async def test_fk_matches_pinocchio(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robot = robot_of(app, "ur5e")
+    q = robot.random_q((4,), generator=make_rng(3))
+    poses = (await client.post("/v1/robots/ur5e/fk", json={"q": q.tolist()})).json()["poses"]
+    got = pose_to_matrix(pose_tensor(poses)).numpy()
+    want, _ = pinocchio_fk_jacobian(robot, q)
+    np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- micro-batching
+
+
+async def test_concurrent_requests_share_one_batch_and_get_their_own_rows() -> None:
+    async with serving(robots=["planar3"], max_wait_ms=300.0, max_batch=64) as (app, client):
+        robot = robot_of(app, "planar3")
+        requests = [reachable(robot, n, seed=n)[1] for n in (1, 2, 3)]
+        before = sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"})
+        responses = await asyncio.gather(
+            *(client.post("/v1/robots/planar3/ik", json={"targets": t}) for t in requests)
+        )
+        assert sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"}) - before == 1
+        assert sample(app, "ik_layer_batch_requests_sum", {"robot": "planar3"}) == 3
+        assert sample(app, "ik_layer_batch_rows_sum", {"robot": "planar3"}) == 6
+        for targets, response in zip(requests, responses):
+            solutions = response.json()["solutions"]
+            assert len(solutions) == len(targets)
+            q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+            torch.testing.assert_close(
+                robot.fk(q)[:, :3, 3], pose_to_matrix(pose_tensor(targets))[:, :3, 3], atol=2e-4, rtol=0
+            )
+        text = (await client.get("/metrics")).text
+        assert 'ik_layer_batch_rows_sum{robot="planar3"} 6.0' in text
+
+
+async def test_a_full_batch_goes_without_waiting_for_the_deadline() -> None:
+    async with serving(robots=["planar3"], max_wait_ms=10_000.0, max_batch=2) as (app, client):
+        _, targets = reachable(robot_of(app, "planar3"), 2)
+        calls = (client.post("/v1/robots/planar3/ik", json={"targets": [t]}) for t in targets)
+        responses = await asyncio.wait_for(asyncio.gather(*calls), timeout=5)
+        assert [r.status_code for r in responses] == [200, 200]
+        assert sample(app, "ik_layer_batch_rows_bucket", {"robot": "planar3", "le": "2.0"}) == 1
+
+
+async def test_requests_with_different_options_are_solved_apart() -> None:
+    async with serving(robots=["planar3"], max_wait_ms=200.0) as (app, client):
+        _, targets = reachable(robot_of(app, "planar3"), 2)
+        responses = await asyncio.gather(
+            client.post("/v1/robots/planar3/ik", json={"targets": targets[:1], "max_iterations": 30}),
+            client.post("/v1/robots/planar3/ik", json={"targets": targets[1:], "max_iterations": 40}),
+        )
+        assert [r.status_code for r in responses] == [200, 200]
+        assert sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"}) == 2
+
+
+async def test_overload_answers_503_with_retry_after() -> None:
+    async with serving(robots=["planar3"], max_wait_ms=300.0, queue_limit=2, retry_after_s=3) as (app, client):
+        _, targets = reachable(robot_of(app, "planar3"), 1)
+        responses = await asyncio.gather(
+            *(client.post("/v1/robots/planar3/ik", json={"targets": targets}) for _ in range(6))
+        )
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [200, 200, 503, 503, 503, 503]
+        refused = next(r for r in responses if r.status_code == 503)
+        assert refused.headers["Retry-After"] == "3" and "retry later" in refused.json()["detail"]
+        assert sample(app, "ik_layer_rejected_total", {"robot": "planar3"}) == 4
+        again = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
+        assert again.status_code == 200
+
+
+async def test_a_client_that_leaves_does_not_break_the_batch() -> None:
+    async with serving(robots=["planar3"], max_wait_ms=300.0) as (app, client):
+        _, targets = reachable(robot_of(app, "planar3"), 2)
+        leaving = asyncio.create_task(client.post("/v1/robots/planar3/ik", json={"targets": targets[:1]}))
+        staying = asyncio.create_task(client.post("/v1/robots/planar3/ik", json={"targets": targets[1:]}))
+        await asyncio.sleep(0.05)
+        leaving.cancel()
+        response = await staying
+        assert response.status_code == 200 and len(response.json()["solutions"]) == 1
+        assert sample(app, "ik_layer_batch_rows_sum", {"robot": "planar3"}) == 1
+        assert (await client.post("/v1/robots/planar3/ik", json={"targets": targets})).status_code == 200
+
+
+# --------------------------------------------------------------------------- errors: 4xx naming the field, never 500
+
+GOOD_TARGET = {"position": [0.5, 0.3, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}
+
+
+def ik_body(**fields: Any) -> dict[str, Any]:
+    return {"targets": [GOOD_TARGET], **fields}
+
+
+BAD_IK = [
+    ("no targets", {}, "targets"),
+    ("empty targets", {"targets": []}, "targets"),
+    ("targets not a list", {"targets": GOOD_TARGET}, "targets"),
+    ("short position", {"targets": [{"position": [1, 2], "orientation": [0, 0, 0, 1]}]}, "position"),
+    ("NaN string", {"targets": [{"position": ["NaN", 0, 0], "orientation": [0, 0, 0, 1]}]}, "position"),
+    ("Infinity string", {"targets": [{"position": [0, "Infinity", 0], "orientation": [0, 0, 0, 1]}]}, "position"),
+    ("huge number", {"targets": [{"position": [1e300, 0, 0], "orientation": [0, 0, 0, 1]}]}, "position"),
+    ("text number", {"targets": [{"position": ["one", 0, 0], "orientation": [0, 0, 0, 1]}]}, "position"),
+    ("zero quaternion", {"targets": [{"position": [0, 0, 0], "orientation": [0, 0, 0, 0]}]}, "orientation"),
+    ("tiny quaternion", {"targets": [{"position": [0, 0, 0], "orientation": [1e-9, 0, 0, 0]}]}, "orientation"),
+    ("3-part quaternion", {"targets": [{"position": [0, 0, 0], "orientation": [0, 0, 1]}]}, "orientation"),
+    ("missing orientation", {"targets": [{"position": [0, 0, 0]}]}, "orientation"),
+    ("extra target field", {"targets": [{**GOOD_TARGET, "frame": "base"}]}, "frame"),
+    ("extra field", ik_body(timeout=3), "timeout"),
+    ("seed of the wrong length", ik_body(seed=[[0.0, 0.0]]), "seed"),
+    ("seed of the wrong count", ik_body(seed=[[0.0, 0.0, 0.0]] * 2), "seed"),
+    ("seed with NaN", ik_body(seed=[["NaN", 0.0, 0.0]]), "seed"),
+    ("negative position tolerance", ik_body(position_tolerance=-1e-3), "position_tolerance"),
+    ("zero orientation tolerance", ik_body(orientation_tolerance=0), "orientation_tolerance"),
+    ("negative max_iterations", ik_body(max_iterations=-1), "max_iterations"),
+    ("huge max_iterations", ik_body(max_iterations=10**9), "max_iterations"),
+    ("fractional max_iterations", ik_body(max_iterations=2.5), "max_iterations"),
+    ("zero num_seeds", ik_body(num_seeds=0), "num_seeds"),
+    ("return_gradient as text", ik_body(return_gradient="yes"), "return_gradient"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field"), BAD_IK, ids=[c[0] for c in BAD_IK])
+async def test_bad_ik_requests_are_422_naming_the_field(
+    client: httpx.AsyncClient, case: str, body: dict[str, Any], field: str
+) -> None:
+    response = await client.post("/v1/robots/planar3/ik", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail
+    assert any(field in map(str, d["loc"]) or field in d["msg"] for d in detail), detail
+
+
+BAD_RAW = [
+    ("malformed JSON", b'{"targets": [', 422),
+    ("JSON with a bare NaN", b'{"targets": [{"position": [NaN, 0, 0], "orientation": [0, 0, 0, 1]}]}', 422),
+    ("number overflowing to inf", b'{"targets": [{"position": [1e400, 0, 0], "orientation": [0, 0, 0, 1]}]}', 422),
+    ("a JSON list", b"[1, 2, 3]", 422),
+    ("empty body", b"", 422),
+]
+
+
+@pytest.mark.parametrize(("case", "raw", "status"), BAD_RAW, ids=[c[0] for c in BAD_RAW])
+async def test_bad_raw_bodies_are_4xx(client: httpx.AsyncClient, case: str, raw: bytes, status: int) -> None:
+    response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+
+
+async def test_unknown_robot_is_404_listing_the_loaded_ones(client: httpx.AsyncClient) -> None:
+    for path in ("/v1/robots/kuka/ik", "/v1/robots/kuka/fk"):
+        response = await client.post(path, json=ik_body() if path.endswith("ik") else {"q": [[0.0]]})
+        assert response.status_code == 404
+        assert response.json() == {"detail": "unknown robot 'kuka'", "available": ["planar3", "ur5e"]}
+
+
+async def test_too_many_targets_is_413(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/robots/planar3/ik", json={"targets": [GOOD_TARGET] * 9})
+    assert response.status_code == 413 and "targets" in response.json()["detail"]
+    response = await client.post("/v1/robots/planar3/fk", json={"q": [[0.0, 0.0, 0.0]] * 9})
+    assert response.status_code == 413 and "q" in response.json()["detail"]
+
+
+async def test_oversized_bodies_are_refused_before_parsing(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    blob = json.dumps({"targets": [GOOD_TARGET], "pad": "x" * 70_000}).encode()
+    response = await client.post("/v1/robots/planar3/ik", content=blob, headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "limit of 65536 bytes" in response.json()["detail"]
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it streams
+        for _ in range(20):
+            yield b" " * 4096
+
+    response = await client.post("/v1/robots/planar3/ik", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "at least" in response.json()["detail"]
+
+
+BAD_FK = [
+    ("empty q", {"q": []}, "q"),
+    ("q of the wrong length", {"q": [[0.0, 0.0]]}, "q"),
+    ("q not nested", {"q": [0.0, 0.0, 0.0]}, "q"),
+    ("q with inf", {"q": [[0.0, "inf", 0.0]]}, "q"),
+    ("extra field", {"q": [[0.0, 0.0, 0.0]], "frame": "tip"}, "frame"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field"), BAD_FK, ids=[c[0] for c in BAD_FK])
+async def test_bad_fk_requests_are_422_naming_the_field(
+    client: httpx.AsyncClient, case: str, body: dict[str, Any], field: str
+) -> None:
+    response = await client.post("/v1/robots/planar3/fk", json=body)
+    assert response.status_code == 422, response.text
+    assert any(field in map(str, d["loc"]) or field in d["msg"] for d in response.json()["detail"])
+
+
+async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    await client.get("/health")
+    await client.get("/metrics")
+    await client.post("/v1/robots/planar3/ik", json={})
+    text = (await client.get("/metrics")).text
+    assert 'ik_layer_errors_total{endpoint="/v1/robots/{name}/ik",status="422"}' in text
+    assert 'endpoint="/health"' not in text and 'endpoint="/metrics"' not in text
+    assert "ik_layer_queue_depth" in text and "ik_layer_solve_seconds_bucket" in text
