@@ -1,0 +1,69 @@
+"""Server settings from flags and IK_LAYER_* variables; robot specs with URDF paths and frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from ik_layer import FrameNotFound, RobotNotFound
+from robots import REGISTRY
+from server.run import serve
+from server.service import load_robots, parse_robot_spec
+from server.settings import Settings, parse_settings
+
+
+def test_defaults_serve_the_builtin_robots_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("IK_LAYER_HOST", "IK_LAYER_PORT", "IK_LAYER_ROBOTS", "IK_LAYER_DEVICE"):
+        monkeypatch.delenv(key, raising=False)
+    settings = parse_settings([])
+    assert (settings.host, settings.port, settings.device) == ("127.0.0.1", 8000, "cpu")
+    assert settings.robots == sorted(REGISTRY)
+    assert settings.torch_device() == torch.device("cpu") and settings.torch_dtype() == torch.float64
+
+
+def test_environment_with_prefix_and_flags_over_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IK_LAYER_PORT", "9001")
+    monkeypatch.setenv("IK_LAYER_ROBOTS", "ur5e, planar3")
+    monkeypatch.setenv("IK_LAYER_MAX_WAIT_MS", "5")
+    assert parse_settings([]).robots == ["ur5e", "planar3"]
+    settings = parse_settings(["--port", "9002", "--max-batch", "1", "--dtype", "float32", "--robots", "panda"])
+    assert (settings.port, settings.max_batch, settings.max_wait_ms) == (9002, 1, 5.0)
+    assert settings.robots == ["panda"] and settings.torch_dtype() == torch.float32
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"port": 70000}, {"max_batch": 0}, {"queue_limit": 0}, {"max_wait_ms": -1}, {"position_tolerance": 0},
+     {"device": "tpu"}, {"robots": []}, {"unknown": 1}],
+)
+def test_invalid_settings_are_refused(overrides: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Settings(**overrides)
+
+
+def test_serve_reports_invalid_flags_with_exit_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert serve(["--queue-limit", "0"]) == 2
+    assert "queue_limit" in capsys.readouterr().err
+
+
+def test_robot_specs_take_a_urdf_path_and_frame() -> None:
+    assert parse_robot_spec("ur5e") == ("ur5e", None)
+    assert parse_robot_spec("/a/b/arm.urdf:tool0") == ("/a/b/arm.urdf", "tool0")
+    assert parse_robot_spec("/a/b/arm.urdf") == ("/a/b/arm.urdf", None)
+
+
+def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(REGISTRY["planar3"].urdf.read_text())
+    robots = load_robots(["ur5e", f"{urdf}:tip"], torch.device("cpu"), torch.float32)
+    assert robots["ur5e"].dtype == torch.float32
+    assert any(r.ee_frame == "tip" for r in robots.values())
+    with pytest.raises(ValueError, match="two robots are named"):
+        load_robots(["ur5e", "ur5e"], torch.device("cpu"), torch.float64)
+    with pytest.raises(FrameNotFound):
+        load_robots([f"{urdf}:nope"], torch.device("cpu"), torch.float64)
+    with pytest.raises(RobotNotFound):
+        load_robots(["kuka"], torch.device("cpu"), torch.float64)
