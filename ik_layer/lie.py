@@ -121,12 +121,14 @@ def from_rotation_translation(r: Tensor, p: Tensor) -> Tensor:
 
 def invert_transform(t: Tensor) -> Tensor:
     """Inverse of a rigid transform (..., 4, 4), using R^T rather than a matrix inverse."""
+    _check_last("transform", t, (4, 4))
     rt = t[..., :3, :3].transpose(-1, -2)
     return from_rotation_translation(rt, -(rt @ t[..., :3, 3:]).squeeze(-1))
 
 
 def so3_exp(w: Tensor) -> Tensor:
     """Rotation matrix ``exp([w]x)`` of a rotation vector w [rad]: (..., 3) -> (..., 3, 3)."""
+    _check_last("rotation vector", w, (3,))
     theta_sq = (w * w).sum(-1)
     small = theta_sq < _SMALL_ANGLE**2
     theta = torch.sqrt(torch.where(small, torch.ones_like(theta_sq), theta_sq))
@@ -147,17 +149,22 @@ def so3_log(r: Tensor) -> Tensor:
     v = vee(r)  # sin(theta) * axis
     cos = ((r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2] - 1) / 2).clamp(-1, 1)
     sin_sq = (v * v).sum(-1)
-    sin = torch.sqrt(torch.where(sin_sq > 0, sin_sq, torch.ones_like(sin_sq)))
-    theta = torch.atan2(sin, cos)
+    positive = sin_sq > 0
+    sin = torch.sqrt(torch.where(positive, sin_sq, torch.ones_like(sin_sq)))
+    # atan2 of the true sin (0 when v vanishes, e.g. exactly pi), the safe one only divides.
+    theta = torch.atan2(torch.where(positive, sin, torch.zeros_like(sin)), cos)
     small = sin_sq < _SMALL_ANGLE**2
     # theta / sin(theta), with its series near 0: 1 + theta^2/6 ~ 1 + sin^2/6.
     scale = torch.where(small, 1 + sin_sq / 6, theta / sin)
-    near_pi = small & (cos < 0)
+    # Beyond pi/2, v / sin loses relative accuracy (eps / sin); read the axis from the symmetric part.
+    near_pi = cos < 0
     w_regular = scale[..., None] * v
     if not bool(near_pi.any()):
         return w_regular
-    # Near pi: r ~ 2 a a^T - I, so a a^T = (r + I) / 2; take the largest column, fix its sign by v.
-    sym = (r + r.transpose(-1, -2)) / 2 + torch.eye(3, dtype=r.dtype, device=r.device)
+    # r = cos I + sin [a]x + (1 - cos) a a^T, so (r + r^T) / 2 - cos I = (1 - cos) a a^T:
+    # take its largest column, fix its sign by v.
+    eye = torch.eye(3, dtype=r.dtype, device=r.device)
+    sym = (r + r.transpose(-1, -2)) / 2 - cos[..., None, None] * eye
     col = torch.diagonal(sym, dim1=-2, dim2=-1).argmax(-1)
     axis = torch.gather(sym, -1, col[..., None, None].expand(*col.shape, 3, 1)).squeeze(-1)
     axis = axis / torch.linalg.vector_norm(axis, dim=-1, keepdim=True).clamp_min(1e-30)
@@ -169,10 +176,16 @@ def pose_error(target: Tensor, current: Tensor) -> Tensor:
     """6-D error ``[p_t - p; log(R_t R^T)]`` of ``current`` w.r.t. ``target``, both (..., 4, 4) -> (..., 6).
 
     Both parts are expressed in the base frame (axes of the world), matching a
-    ``LOCAL_WORLD_ALIGNED`` Jacobian: to first order, moving the joints by dq
-    changes this error by ``-J dq``, and a world-frame twist ``[dv; dw]`` applied
-    to the target (``T_t <- exp(twist) T_t``) changes it by ``[dv; dw]``.
+    ``LOCAL_WORLD_ALIGNED`` Jacobian. To first order at zero error, moving the
+    joints by dq changes this error by ``-J dq``, and moving the target by
+    ``[dv; dw]`` about its own origin (``p_t <- p_t + dv``,
+    ``R_t <- exp([dw]x) R_t``) changes it by ``[dv; dw]``. The position part
+    obeys this at any error; away from zero error the rotation part changes by
+    ``Jl^-1(e_rot) dw`` (target) and ``-Jr^-1(e_rot) J_w dq`` (joints), with
+    ``Jl``, ``Jr`` the left and right Jacobians of SO(3).
     """
+    _check_last("target", target, (4, 4))
+    _check_last("current", current, (4, 4))
     dp = target[..., :3, 3] - current[..., :3, 3]
     dr = target[..., :3, :3] @ current[..., :3, :3].transpose(-1, -2)
     return torch.cat((dp, so3_log(dr)), dim=-1)
