@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
+import torch
 from fastapi import FastAPI
 
 from server import routes
@@ -50,6 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
     """Load the robots, start one micro-batcher each, warm up, then report ready; undo it all on the way out."""
     settings = state.settings
+    threads_before = torch.get_num_threads()
+    if settings.torch_threads:
+        torch.set_num_threads(settings.torch_threads)
     robots = await asyncio.to_thread(
         load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
     )
@@ -75,3 +79,4 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
         for loaded in state.robots.values():
             await loaded.batcher.stop()
         state.robots.clear()
+        torch.set_num_threads(threads_before)

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     max_iterations: int = Field(200, ge=0, le=10_000, description="default iteration budget")
     position_tolerance: float = Field(1e-4, gt=0, le=1.0, description="default position tolerance [m]")
     orientation_tolerance: float = Field(1e-3, gt=0, le=3.2, description="default orientation tolerance [rad]")
+    torch_threads: int = Field(
+        1, ge=0, description="torch intra-op threads while serving (0: torch's default); IK tensors are small"
+    )
     retry_after_s: int = Field(1, ge=1, description="Retry-After header of 503 answers [s]")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

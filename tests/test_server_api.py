@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,7 +17,6 @@ from fastapi import FastAPI
 import ik_layer
 from ik_layer.lie import matrix_to_pose, pose_to_matrix
 from server import Settings, create_app
-from tests.conftest import make_rng, pinocchio_fk_jacobian
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +47,10 @@ async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
 @pytest.fixture
 def client(api: tuple[FastAPI, httpx.AsyncClient]) -> httpx.AsyncClient:
     return api[1]
+
+
+def make_rng(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 def robot_of(app: FastAPI, name: str) -> ik_layer.Robot:
@@ -108,7 +111,7 @@ async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncCl
 # --------------------------------------------------------------------------- answers
 
 
-async def test_ik_solutions_reach_their_targets(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+async def test_ik_solutions_reach_their_targets(api: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable) -> None:
     app, client = api
     robot = robot_of(app, "ur5e")
     _, targets = reachable(robot, 5)
@@ -124,7 +127,7 @@ async def test_ik_solutions_reach_their_targets(api: tuple[FastAPI, httpx.AsyncC
     wanted = pose_to_matrix(pose_tensor(targets))
     torch.testing.assert_close(reached[:, :3, 3], wanted[:, :3, 3], atol=2e-4, rtol=0)
     torch.testing.assert_close(reached[:, :3, :3], wanted[:, :3, :3], atol=2e-3, rtol=0)
-    pin_pose, _ = pinocchio_fk_jacobian(robot, q)
+    pin_pose, _ = pin_reference(robot, q)
     np.testing.assert_allclose(pin_pose, reached.numpy(), atol=1e-9)
     for s in body["solutions"]:
         assert s["position_error"] <= 1e-4 and s["orientation_error"] <= 1e-3 and s["iterations"] <= 60
@@ -159,13 +162,13 @@ async def test_gradient_is_the_library_target_gradient(api: tuple[FastAPI, httpx
     torch.testing.assert_close(gradient, ik_layer.target_gradient(robot, q), rtol=1e-9, atol=1e-12)
 
 
-async def test_fk_matches_pinocchio(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+async def test_fk_matches_pinocchio(api: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable) -> None:
     app, client = api
     robot = robot_of(app, "ur5e")
     q = robot.random_q((4,), generator=make_rng(3))
     poses = (await client.post("/v1/robots/ur5e/fk", json={"q": q.tolist()})).json()["poses"]
     got = pose_to_matrix(pose_tensor(poses)).numpy()
-    want, _ = pinocchio_fk_jacobian(robot, q)
+    want, _ = pin_reference(robot, q)
     np.testing.assert_allclose(got, want, atol=1e-9)
 
 
