@@ -145,7 +145,7 @@ class MicroBatcher(Generic[P, R]):
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), remaining)
-                except TimeoutError:
+                except asyncio.TimeoutError:  # the builtin TimeoutError only from Python 3.11
                     break
             batch = self._take()
             if batch:

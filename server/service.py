@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKLayerError, Robot
+from ik_layer import IKLayerError, NonFiniteError, Robot
 from ik_layer.lie import matrix_to_pose
 from server.schemas import IKRequest, IKSolution, Pose, RobotInfo
 from server.settings import Settings
@@ -174,12 +174,15 @@ def solve_jobs(robot: Robot, jobs: Sequence[IKJob]) -> list[list[IKSolution]]:
         position_tolerance=options.position_tolerance,
         orientation_tolerance=options.orientation_tolerance,
     )
+    _check_finite("solutions", result.q, result.position_error, result.orientation_error)
     wants = torch.cat([torch.full((job.rows,), job.gradient, dtype=torch.bool) for job in jobs])
     gradients: list[list[list[float]] | None] = [None] * len(wants)
     if bool(wants.any()):
         rows = wants.nonzero().squeeze(-1)
-        for row, grad in zip(rows.tolist(), ik_layer.target_gradient(robot, result.q[rows.to(device)]).tolist()):
-            gradients[row] = grad
+        grad = ik_layer.target_gradient(robot, result.q[rows.to(device)])
+        _check_finite("gradients", grad)
+        for row, value in zip(rows.tolist(), grad.tolist()):
+            gradients[row] = value
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
     solutions = [
@@ -206,6 +209,12 @@ def fk_poses(robot: Robot, q: list[list[float]], settings: Settings) -> list[Pos
     _check_rows("q", len(q), settings.max_targets)
     poses = matrix_to_pose(robot.fk(_configurations(robot, q, "q").to(robot.device))).tolist()
     return [Pose.model_construct(position=p[:3], orientation=p[3:]) for p in poses]
+
+
+def _check_finite(what: str, *tensors: Tensor) -> None:
+    """JSON has no NaN: refuse (422) rather than answer with numbers it cannot carry."""
+    if not all(bool(torch.isfinite(t).all()) for t in tensors):
+        raise NonFiniteError(f"the solver produced non-finite {what} (singular or extreme targets)")
 
 
 def _check_rows(field: str, rows: int, limit: int) -> None:
