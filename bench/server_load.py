@@ -90,7 +90,7 @@ def reachable_targets(url: str, robot: str, count: int, seed: int) -> list[dict[
     """``count`` poses of random configurations inside the joint limits, from the server's own FK."""
     info = next(r for r in httpx.get(f"{url}/v1/robots").json()["robots"] if r["name"] == robot)
     rng = random.Random(seed)
-    q = [[rng.uniform(lo, hi) for lo, hi in zip(info["lower"], info["upper"])] for _ in range(count)]
+    q = [[rng.uniform(lo, hi) for lo, hi in zip(info["lower"], info["upper"], strict=False)] for _ in range(count)]
     return httpx.post(f"{url}/v1/robots/{robot}/fk", json={"q": q}).json()["poses"]
 
 
@@ -138,7 +138,10 @@ def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> list[P
             answered, failed, latencies = asyncio.run(load(url, args.robot, clients, args.seconds, targets, body))
             points.append(Point(mode, clients, answered, failed, time.perf_counter() - start, latencies))
             p = points[-1]
-            print(f"{mode:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} {failed:>6}", flush=True)
+            print(
+                f"{mode:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} {failed:>6}",
+                flush=True,
+            )
     return points
 
 
@@ -168,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     unbatched = measure("unbatched", [*common, "--max-batch", "1", "--max-wait-ms", "0"], args)
     print("\nthroughput ratio batched / unbatched (target >= 10x at 64 clients):")
-    for on, off in zip(batched, unbatched):
+    for on, off in zip(batched, unbatched, strict=False):
         ratio = on.rate / off.rate if off.rate else float("inf")
         p99 = on.percentile(99) / off.percentile(99) if off.latencies else float("nan")
         print(f"  {on.clients:>3} clients: {ratio:6.2f}x requests/s, p99 latency {p99:5.2f}x")

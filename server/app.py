@@ -52,22 +52,20 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
     """Load the robots, start one micro-batcher each, warm up, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
-    if settings.torch_threads:
-        torch.set_num_threads(settings.torch_threads)
-    robots = await asyncio.to_thread(
-        load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
-    )
-    for name, robot in robots.items():
-        batcher = MicroBatcher(
-            name,
-            partial(solve_jobs, robot),
-            state.metrics,
-            max_batch=settings.max_batch,
-            max_wait=settings.max_wait_ms / 1000,
-            queue_limit=settings.queue_limit,
-        )
-        state.robots[name] = Loaded(robot, batcher)
     try:
+        if settings.torch_threads:
+            torch.set_num_threads(settings.torch_threads)
+        robots = await asyncio.to_thread(load_robots, settings.robots, settings.torch_device(), settings.torch_dtype())
+        for name, robot in robots.items():
+            batcher = MicroBatcher(
+                name,
+                partial(solve_jobs, robot),
+                state.metrics,
+                max_batch=settings.max_batch,
+                max_wait=settings.max_wait_ms / 1000,
+                queue_limit=settings.queue_limit,
+            )
+            state.robots[name] = Loaded(robot, batcher)
         for loaded in state.robots.values():
             await asyncio.to_thread(warm_up, loaded.robot, default_options(settings))
             loaded.batcher.start()

@@ -43,7 +43,11 @@ class Metrics:
         )
         self.queue_depth = Gauge("ik_layer_queue_depth", "Requests waiting for the solver", ["robot"], registry=reg)
         self.solve_seconds = Histogram(
-            "ik_layer_solve_seconds", "Batched solver call wall time [s]", ["robot"], buckets=_TIME_BUCKETS, registry=reg
+            "ik_layer_solve_seconds",
+            "Batched solver call wall time [s]",
+            ["robot"],
+            buckets=_TIME_BUCKETS,
+            registry=reg,
         )
         self.rejected = Counter("ik_layer_rejected", "Requests refused with 503 (queue full)", ["robot"], registry=reg)
 

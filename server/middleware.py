@@ -87,7 +87,9 @@ class BodyLimitMiddleware:
         await self.app(scope, _replay([body], receive), send)
 
     def _too_large(self, size: int, *, at_least: bool = False) -> str:
-        return f"request body of {'at least ' if at_least else ''}{size} bytes is over the limit of {self.max_bytes} bytes"
+        return (
+            f"request body of {'at least ' if at_least else ''}{size} bytes is over the limit of {self.max_bytes} bytes"
+        )
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -18,7 +18,8 @@ EXIT_USAGE = 2
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
-    """Run the HTTP service with settings from ``argv`` (flags such as ``--port 8080``) over ``IK_LAYER_*``.
+    """Run the HTTP service with settings from ``argv`` (flags such as ``--port 8080``; default:
+    ``sys.argv[1:]``) over ``IK_LAYER_*`` variables; usable as a console-script entry point.
 
     Returns:
         The exit status: 0 after a clean shutdown, 2 for invalid settings.

@@ -97,7 +97,9 @@ class IKRequest(_Request):
     @model_validator(mode="after")
     def _one_seed_per_target(self) -> IKRequest:
         if self.seed is not None and len(self.seed) != len(self.targets):
-            raise ValueError(f"seed has {len(self.seed)} rows but there are {len(self.targets)} targets; give one per target")
+            raise ValueError(
+                f"seed has {len(self.seed)} rows but there are {len(self.targets)} targets; give one per target"
+            )
         return self
 
 

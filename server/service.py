@@ -103,9 +103,7 @@ def warm_up(robot: Robot, options: SolverOptions) -> None:
     """One tiny FK, solve and gradient, so the first request does not pay for lazy initialisation."""
     q = ((robot.lower + robot.upper) / 2)[None]
     target = robot.fk(q)
-    result = ik_layer.solve(
-        robot, target, max_iterations=min(options.max_iterations, 4), num_seeds=options.num_seeds
-    )
+    result = ik_layer.solve(robot, target, max_iterations=min(options.max_iterations, 4), num_seeds=options.num_seeds)
     ik_layer.target_gradient(robot, result.q)
 
 
@@ -181,13 +179,17 @@ def solve_jobs(robot: Robot, jobs: Sequence[IKJob]) -> list[list[IKSolution]]:
         rows = wants.nonzero().squeeze(-1)
         grad = ik_layer.target_gradient(robot, result.q[rows.to(device)])
         _check_finite("gradients", grad)
-        for row, value in zip(rows.tolist(), grad.tolist()):
+        for row, value in zip(rows.tolist(), grad.tolist(), strict=False):
             gradients[row] = value
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
     solutions = [
         IKSolution.model_construct(
-            q=q[i], success=success[i], position_error=pos[i], orientation_error=ori[i], iterations=iters[i],
+            q=q[i],
+            success=success[i],
+            position_error=pos[i],
+            orientation_error=ori[i],
+            iterations=iters[i],
             gradient=gradients[i],
         )
         for i in range(len(q))

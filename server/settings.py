@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -62,6 +63,13 @@ class Settings(BaseSettings):
             return [part.strip() for item in value for part in str(item).split(",") if part.strip()]
         return value
 
+    @field_validator("device")
+    @classmethod
+    def _cuda_present(cls, value: str) -> str:
+        if value == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' asked for but torch sees no CUDA device; use 'cpu' or 'auto'")
+        return value
+
     def torch_device(self) -> torch.device:
         """The device to load robots on (``auto``: cuda if available)."""
         if self.device == "auto":
@@ -74,5 +82,5 @@ class Settings(BaseSettings):
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:
-    """Settings from command-line flags ``argv`` (default: none) over the environment."""
-    return CliApp.run(Settings, cli_args=list(argv or []))
+    """Settings from command-line flags ``argv`` (default: ``sys.argv[1:]``) over the environment."""
+    return CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))

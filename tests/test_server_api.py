@@ -79,7 +79,9 @@ async def test_health_is_503_until_the_lifespan_has_run() -> None:
     app = create_app(Settings(**FAST))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ik.test") as client:
         health = await client.get("/health")
-        ik = await client.post("/v1/robots/planar3/ik", json={"targets": [{"position": [1, 0, 0], "orientation": [0, 0, 0, 1]}]})
+        ik = await client.post(
+            "/v1/robots/planar3/ik", json={"targets": [{"position": [1, 0, 0], "orientation": [0, 0, 0, 1]}]}
+        )
     assert health.status_code == 503 and health.json()["status"] == "unavailable"
     assert ik.status_code == 503 and "Retry-After" in ik.headers
 
@@ -111,7 +113,9 @@ async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncCl
 # --------------------------------------------------------------------------- answers
 
 
-async def test_ik_solutions_reach_their_targets(api: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable) -> None:
+async def test_ik_solutions_reach_their_targets(
+    api: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable
+) -> None:
     app, client = api
     robot = robot_of(app, "ur5e")
     _, targets = reachable(robot, 5)
@@ -180,13 +184,11 @@ async def test_concurrent_requests_share_one_batch_and_get_their_own_rows() -> N
         robot = robot_of(app, "planar3")
         requests = [reachable(robot, n, seed=n)[1] for n in (1, 2, 3)]
         before = sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"})
-        responses = await asyncio.gather(
-            *(client.post("/v1/robots/planar3/ik", json={"targets": t}) for t in requests)
-        )
+        responses = await asyncio.gather(*(client.post("/v1/robots/planar3/ik", json={"targets": t}) for t in requests))
         assert sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"}) - before == 1
         assert sample(app, "ik_layer_batch_requests_sum", {"robot": "planar3"}) == 3
         assert sample(app, "ik_layer_batch_rows_sum", {"robot": "planar3"}) == 6
-        for targets, response in zip(requests, responses):
+        for targets, response in zip(requests, responses, strict=False):
             solutions = response.json()["solutions"]
             assert len(solutions) == len(targets)
             q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
@@ -332,7 +334,9 @@ async def test_oversized_bodies_are_refused_before_parsing(api: tuple[FastAPI, h
         for _ in range(20):
             yield b" " * 4096
 
-    response = await client.post("/v1/robots/planar3/ik", content=chunks(), headers={"content-type": "application/json"})
+    response = await client.post(
+        "/v1/robots/planar3/ik", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert response.status_code == 413 and "at least" in response.json()["detail"]
 
 
@@ -354,7 +358,9 @@ async def test_bad_fk_requests_are_422_naming_the_field(
     assert any(field in map(str, d["loc"]) or field in d["msg"] for d in response.json()["detail"])
 
 
-async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(
+    api: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
     app, client = api
     await client.get("/health")
     await client.get("/metrics")

@@ -36,12 +36,27 @@ def test_environment_with_prefix_and_flags_over_it(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"port": 70000}, {"max_batch": 0}, {"queue_limit": 0}, {"max_wait_ms": -1}, {"position_tolerance": 0},
-     {"device": "tpu"}, {"robots": []}, {"unknown": 1}],
+    [
+        {"port": 70000},
+        {"max_batch": 0},
+        {"queue_limit": 0},
+        {"max_wait_ms": -1},
+        {"position_tolerance": 0},
+        {"device": "tpu"},
+        {"robots": []},
+        {"unknown": 1},
+    ],
 )
 def test_invalid_settings_are_refused(overrides: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         Settings(**overrides)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal of cuda on a machine without CUDA")
+def test_cuda_without_a_cuda_device_is_refused_up_front() -> None:
+    with pytest.raises(ValidationError, match="no CUDA device"):
+        Settings(device="cuda")
+    assert Settings(device="auto").torch_device() == torch.device("cpu")
 
 
 def test_serve_reports_invalid_flags_with_exit_status_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,18 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLAGS = ["--robots", "planar3", "--max-iterations", "30", "--num-seeds", "2", "--max-targets", "16", "--log-level", "info"]
+FLAGS = [
+    "--robots",
+    "planar3",
+    "--max-iterations",
+    "30",
+    "--num-seeds",
+    "2",
+    "--max-targets",
+    "16",
+    "--log-level",
+    "info",
+]
 
 
 @dataclass
@@ -45,7 +56,11 @@ def start_server(*flags: str, ready_within: float = 60) -> Running:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     process = subprocess.Popen(
         [sys.executable, "-m", "server", "--port", str(port), *FLAGS, *flags],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     running = Running(process, f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + ready_within
@@ -80,7 +95,9 @@ def test_ik_over_real_http(server: Running) -> None:
 
 def test_schemathesis_finds_no_server_errors(server: Running) -> None:
     """Valid and invalid bodies generated from /openapi.json, for the loaded robot and a random name: no 5xx."""
-    schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (pip install schemathesis)")
+    schemathesis = pytest.importorskip(
+        "schemathesis", reason="schemathesis is not installed (pip install schemathesis)"
+    )
     from hypothesis import HealthCheck, given, settings
     from schemathesis.checks import not_a_server_error
 
@@ -112,7 +129,9 @@ def test_clean_shutdown_finishes_requests_in_flight() -> None:
     client = httpx.Client(base_url=running.url, timeout=30)
     body = {"targets": [{"position": [0.6, 0.4, 0.0], "orientation": [0, 0, 0.2, 0.98]}]}
     answers: list[int] = []
-    thread = threading.Thread(target=lambda: answers.append(client.post("/v1/robots/planar3/ik", json=body).status_code))
+    thread = threading.Thread(
+        target=lambda: answers.append(client.post("/v1/robots/planar3/ik", json=body).status_code)
+    )
     thread.start()
     time.sleep(0.2)  # the request is waiting for its micro-batch
     code, output = running.stop(signal.SIGTERM)

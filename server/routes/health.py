@@ -25,4 +25,3 @@ async def health(state: Annotated[ServerState, Depends(get_state)]) -> JSONRespo
         robots=sorted(state.robots) if state.ready else [],
     )
     return JSONResponse(body.model_dump(), status_code=200 if state.ready else 503)
-

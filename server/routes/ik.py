@@ -14,7 +14,10 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["kinematics"])
 
-@router.post("/robots/{name}/ik", response_model=IKResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES)
+
+@router.post(
+    "/robots/{name}/ik", response_model=IKResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
+)
 async def solve_ik(
     body: IKRequest,
     loaded: Annotated[Loaded, Depends(get_loaded)],
