@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from ik_layer.exceptions import IKLayerError
 from ik_layer.io import (
@@ -23,6 +24,7 @@ from ik_layer.io import (
     InputFileError,
     Rows,
     Table,
+    check_output,
     drop_invalid,
     format_lines,
     invalid_poses,
@@ -138,6 +140,8 @@ def run_robots(args: argparse.Namespace) -> int:
 def run_fk(args: argparse.Namespace) -> int:
     """Write the end-effector pose of every configuration of ``args.q_file``."""
     robot = _robot(args)
+    if args.output is not None:
+        check_output(args.output)
     rows = read_q(args.q_file, robot.joint_names)
     rows, skipped = drop_invalid(rows, ~np.isfinite(rows.values).all(axis=1), args.on_invalid)
     _report_skipped(rows.path, skipped)
@@ -154,10 +158,13 @@ def run_fk(args: argparse.Namespace) -> int:
 def run_solve(args: argparse.Namespace) -> int:
     """Solve every target of ``args.targets_file`` in chunks, with a progress bar; write the results."""
     robot = _robot(args)
+    check_output(args.output)
     targets, seeds, skipped = _solve_inputs(args, robot)
     _report_skipped(targets.path, skipped)
     generator = torch.Generator(device=robot.device)
-    if args.seed is not None:
+    if args.seed is None:
+        generator.seed()
+    else:
         generator.manual_seed(args.seed)
     chunks: list[IKResult] = []
     start = time.perf_counter()
@@ -210,8 +217,6 @@ def _solve_chunks(
     chunks: list[IKResult],
 ) -> None:
     """Solve ``targets`` (N, 7) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
-    from tqdm import tqdm
-
     done = succeeded = 0
     with tqdm(total=len(targets), unit="row", file=sys.stderr, disable=None, mininterval=0.5, dynamic_ncols=True) as bar:
         for begin in range(0, len(targets), args.batch_size):

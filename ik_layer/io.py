@@ -35,7 +35,9 @@ __all__ = [
     "InputFileError",
     "Rows",
     "Table",
+    "check_output",
     "drop_invalid",
+    "format_lines",
     "invalid_poses",
     "read_q",
     "read_targets",
@@ -47,6 +49,7 @@ POSE_COLUMNS = ("x", "y", "z", "qx", "qy", "qz", "qw")
 _CSV = (".csv",)
 _NUMPY = (".npy", ".npz")
 _JSONL = (".jsonl", ".ndjson")
+_WRITABLE = _CSV + (".npz",) + _JSONL
 _MAX_LISTED = 10
 
 OnInvalid = Literal["skip", "error"]
@@ -156,24 +159,36 @@ def format_lines(lines: Sequence[int]) -> str:
     return shown if len(lines) <= _MAX_LISTED else f"{shown} (and {len(lines) - _MAX_LISTED} more)"
 
 
+def check_output(path: str | Path) -> None:
+    """Refuse an output path early (before a long job): unknown suffix or missing directory.
+
+    Raises:
+        InputFileError: the suffix is not ``.csv``, ``.npz``, ``.jsonl``, ``.ndjson``, or the directory is missing.
+    """
+    path = Path(path)
+    if path.suffix not in _WRITABLE:
+        raise InputFileError(f"{path}: cannot write {path.suffix or 'files without a suffix'}; use .csv, .npz or .jsonl")
+    if not path.parent.is_dir():
+        raise InputFileError(f"{path}: directory {path.parent} does not exist")
+
+
 def write_table(path: str | Path, table: Table) -> None:
     """Write ``table`` to ``path`` as CSV, ``.npz`` (one array per field) or JSON lines.
 
     Raises:
-        InputFileError: the suffix is not one of ``.csv``, ``.npz``, ``.jsonl``, ``.ndjson``.
+        InputFileError: see :func:`check_output`.
     """
     path = Path(path)
+    check_output(path)
     if path.suffix == ".npz":
         np.savez(path, **table.fields, **{f"{k}_columns": np.array(v) for k, v in table.columns.items()})
     elif path.suffix in _JSONL:
         with path.open("w") as stream:
             for i in range(table.num_rows):
                 stream.write(json.dumps({k: v[i].tolist() for k, v in table.fields.items()}) + "\n")
-    elif path.suffix in _CSV:
+    else:
         with path.open("w", newline="") as stream:
             write_csv(stream, table)
-    else:
-        raise InputFileError(f"{path}: cannot write {path.suffix or 'files without a suffix'}; use .csv, .npz or .jsonl")
 
 
 def write_csv(stream: TextIO, table: Table) -> None:

@@ -174,6 +174,8 @@ def test_nan_rows_skipped_on_request(tmp_path, robot, poses, capsys):
         (["solve", "no_such_robot", "{tmp}/wrong.csv", "-o", "{tmp}/o.csv"], "unknown robot 'no_such_robot'"),
         (["fk", ROBOT, "{tmp}/wrong.csv"], "header lacks column(s) panda_joint1"),
         (["fk", ROBOT, "{tmp}/wrong.txt"], "unknown format .txt"),
+        (["solve", ROBOT, "{tmp}/wrong.csv", "-o", "{tmp}/o.npy"], "cannot write .npy"),
+        (["solve", ROBOT, "{tmp}/wrong.csv", "-o", "{tmp}/no/o.csv"], "does not exist"),
     ],
 )
 def test_bad_inputs_exit_2_with_one_line(tmp_path, argv, message, capsys):
@@ -184,6 +186,13 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, argv, message, capsys):
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_device_exits_2(tmp_path, poses, capsys):
+    targets = write_targets(tmp_path / "t.csv", poses)
+    assert main(["solve", ROBOT, str(targets), "-o", str(tmp_path / "o.csv"), "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
 
 
 def test_interrupt_writes_finished_chunks(tmp_path, robot, poses, monkeypatch, capsys):
@@ -217,7 +226,14 @@ def test_module_entry_point_non_tty_output_is_clean(tmp_path, poses):
 
 
 @pytest.mark.skipif(not (ROOT / "bench" / "report.py").is_file(), reason="bench/report.py is not in this checkout")
-def test_bench_quick_finishes(tmp_path):
-    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "REPORT.md").is_file()
-    assert list(tmp_path.glob("*.png"))
+def test_bench_quick_writes_report_and_plots(tmp_path):
+    runs = [{"clients": c, "batching": b, "throughput_rps": 100.0 * c, "p99_ms": 5.0 + c} for c in (1, 8) for b in (True, False)]
+    server_json = tmp_path / "server.json"
+    server_json.write_text(json.dumps({"results": runs}))
+    out = tmp_path / "report"
+    assert main(["bench", "--quick", "--out", str(out), "--server-json", str(server_json)]) == 0
+    report = (out / "REPORT.md").read_text()
+    assert "## Server" in report and "![throughput](throughput_vs_batch.png)" in report
+    plots = sorted(p.name for p in out.glob("*.png"))
+    assert plots == ["error_histograms.png", "server_load.png", "success_vs_iterations.png", "throughput_vs_batch.png"]
+    assert all((out / name).stat().st_size < 150_000 for name in plots)
