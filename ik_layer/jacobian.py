@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypeVar, Union
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -83,7 +83,9 @@ def batch_jacobian(
     """
     strategy = _strategy(strategy)
     if x.ndim < 1:
-        raise ShapeError(f"batch_jacobian: x must have shape (..., in), got a scalar of shape {tuple(x.shape)}")
+        raise ShapeError(
+            f"batch_jacobian: x must have shape (..., in), got a scalar of shape {tuple(x.shape)}"
+        )
     if not x.is_floating_point():
         raise IKLayerError(f"batch_jacobian: x must be floating point, got {x.dtype}")
     if strategy is JacobianStrategy.SUM:
@@ -96,10 +98,14 @@ def _strategy(strategy: JacobianStrategy | str) -> JacobianStrategy:
         return JacobianStrategy(strategy)
     except ValueError:
         valid = ", ".join(repr(s.value) for s in JacobianStrategy)
-        raise IKLayerError(f"batch_jacobian: unknown strategy {strategy!r}; available: {valid}") from None
+        raise IKLayerError(
+            f"batch_jacobian: unknown strategy {strategy!r}; available: {valid}"
+        ) from None
 
 
-def _sum_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool) -> Tensor:
+def _sum_jacobian(
+    fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool
+) -> Tensor:
     # Rows are independent, so d(sum_b y_b)/dx_b = dy_b/dx_b: cotangent e_i on every row gives row i of
     # every row's Jacobian. The `out` cotangents are pushed through one vmapped backward.
     keep_graph = create_graph and x.requires_grad
@@ -113,14 +119,21 @@ def _sum_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool)
         basis = torch.eye(out, dtype=y.dtype, device=y.device)
         basis = basis.reshape(out, *([1] * (y.ndim - 1)), out).expand(out, *y.shape)
         (rows,) = torch.autograd.grad(
-            y, x_in, basis, is_grads_batched=True, create_graph=create_graph, allow_unused=True
+            y,
+            x_in,
+            basis,
+            is_grads_batched=True,
+            create_graph=create_graph,
+            allow_unused=True,
         )
     if rows is None:  # fn ignores x: the Jacobian is zero
         return x.new_zeros(*x.shape[:-1], out, x.shape[-1])
     return rows.movedim(0, -2)
 
 
-def _vmap_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool) -> Tensor:
+def _vmap_jacobian(
+    fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool
+) -> Tensor:
     flat = x.reshape(-1, x.shape[-1])
     if not create_graph:
         flat = flat.detach()
@@ -132,7 +145,9 @@ def _vmap_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool
     with torch.enable_grad():
         jac = torch.func.vmap(torch.func.jacrev(one_row))(flat)
     if jac.ndim != 3:
-        raise ShapeError(f"batch_jacobian: fn must map (..., in) to (..., out), got rows of shape {tuple(jac.shape[1:-1])}")
+        raise ShapeError(
+            f"batch_jacobian: fn must map (..., in) to (..., out), got rows of shape {tuple(jac.shape[1:-1])}"
+        )
     jac = jac.reshape(*x.shape[:-1], jac.shape[1], x.shape[-1])
     return jac if create_graph else jac.detach()
 
@@ -156,7 +171,7 @@ class Diagonal:
     values: Tensor
 
 
-LayerJacobian = Union[Tensor, Diagonal, None]
+LayerJacobian = Tensor | Diagonal | None
 """What a rule returns: a dense ``(B, out, in)`` or shared ``(out, in)`` tensor, a :class:`Diagonal`,
 or ``None`` for the identity (a layer that passes its input through)."""
 
@@ -187,9 +202,13 @@ def register_jacobian(module_type: type[nn.Module]) -> Callable[[_Rule], _Rule]:
             (nested sequentials are flattened, never looked up).
     """
     if not (isinstance(module_type, type) and issubclass(module_type, nn.Module)):
-        raise IKLayerError(f"register_jacobian: expected an nn.Module subclass, got {module_type!r}")
+        raise IKLayerError(
+            f"register_jacobian: expected an nn.Module subclass, got {module_type!r}"
+        )
     if module_type is nn.Sequential:
-        raise IKLayerError("register_jacobian: nn.Sequential is flattened into its layers and cannot have a rule")
+        raise IKLayerError(
+            "register_jacobian: nn.Sequential is flattened into its layers and cannot have a rule"
+        )
 
     def decorator(rule: _Rule) -> _Rule:
         _RULES[module_type] = rule
@@ -228,9 +247,13 @@ def sequential_jacobian(model: nn.Sequential, x: Tensor) -> Tensor:
         IKLayerError: ``model`` is not an ``nn.Sequential``.
     """
     if not isinstance(model, nn.Sequential):
-        raise IKLayerError(f"sequential_jacobian: model must be an nn.Sequential, got {type(model).__name__}")
+        raise IKLayerError(
+            f"sequential_jacobian: model must be an nn.Sequential, got {type(model).__name__}"
+        )
     if x.ndim != 2:
-        raise ShapeError(f"sequential_jacobian: x must have shape (B, in), got {tuple(x.shape)}")
+        raise ShapeError(
+            f"sequential_jacobian: x must have shape (B, in), got {tuple(x.shape)}"
+        )
     steps = _forward_with_jacobians(model, x)
     out_features = steps[-1][2].shape[-1] if steps else x.shape[-1]
     acc: LayerJacobian = None
@@ -313,7 +336,9 @@ def _linear(module: nn.Linear, x: Tensor, y: Tensor) -> LayerJacobian:
 def _identity(module: nn.Module, x: Tensor, y: Tensor) -> LayerJacobian:
     # Flatten of (B, features) with a 2-D output of the same batch (checked by the caller) is the identity.
     if module.training and isinstance(module, nn.Dropout) and module.p > 0:
-        raise IKLayerError("sequential_jacobian: nn.Dropout in training mode is random; call model.eval() first")
+        raise IKLayerError(
+            "sequential_jacobian: nn.Dropout in training mode is random; call model.eval() first"
+        )
     return None
 
 
@@ -354,4 +379,8 @@ def _silu(module: nn.SiLU, x: Tensor, y: Tensor) -> LayerJacobian:
 def _softplus(module: nn.Softplus, x: Tensor, y: Tensor) -> LayerJacobian:
     # Softplus is linear above the threshold (beta * x > threshold), sigmoid(beta * x) below.
     scaled = module.beta * x
-    return Diagonal(torch.where(scaled > module.threshold, torch.ones_like(x), torch.sigmoid(scaled)))
+    return Diagonal(
+        torch.where(
+            scaled > module.threshold, torch.ones_like(x), torch.sigmoid(scaled)
+        )
+    )
