@@ -19,6 +19,7 @@ so the loop needs no branch on the joint type.
 from __future__ import annotations
 
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pinocchio as pin
@@ -120,7 +121,9 @@ class Robot(nn.Module):
     upper: Tensor
     continuous: Tensor
 
-    def __init__(self, model: pin.Model, ee_frame: str, *, name: str | None = None) -> None:
+    def __init__(
+        self, model: pin.Model, ee_frame: str, *, name: str | None = None, mimic_joints: frozenset[str] = frozenset()
+    ) -> None:
         super().__init__()
         joints = _check_joints(model)
         self.name = name or model.name
@@ -142,6 +145,12 @@ class Robot(nn.Module):
         self.nq = model.nq
 
         chain = [j for j in model.supports[frame.parentJoint] if j != 0]
+        coupled = sorted(mimic_joints.intersection(model.names[j] for j in chain))
+        if coupled:
+            raise UnsupportedModelError(
+                f"mimic joints {coupled} lie between the base and {ee_frame!r}; ik-layer does not support "
+                "mimic joints in the chain (mimic joints elsewhere load as independent coordinates)"
+            )
         self.register_buffer("_chain_cols", torch.tensor([model.joints[j].idx_v for j in chain], dtype=torch.long))
         for key, value in _chain_buffers(model, chain, frame.placement).items():
             self.register_buffer(key, value)
@@ -354,8 +363,17 @@ def load_robot(
         raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
     if ee_frame is None:
         ee_frame = spec.ee_frame if spec else _last_body(model)
-    robot = Robot(model, ee_frame, name=spec.name if spec else model.name)
+    robot = Robot(model, ee_frame, name=spec.name if spec else model.name, mimic_joints=_mimic_joints(path))
     return robot.to(device=device, dtype=dtype)
+
+
+def _mimic_joints(path: Path) -> frozenset[str]:
+    """Names of the joints a URDF declares as mimicking another (Pinocchio loads them as free joints)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as err:
+        raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
+    return frozenset(j.get("name", "") for j in root.iter("joint") if j.find("mimic") is not None)
 
 
 def _last_body(model: pin.Model) -> str:

@@ -159,8 +159,7 @@ def so3_log(r: Tensor) -> Tensor:
     # Beyond pi/2, v / sin loses relative accuracy (eps / sin); read the axis from the symmetric part.
     near_pi = cos < 0
     w_regular = scale[..., None] * v
-    if not bool(near_pi.any()):
-        return w_regular
+    # Both branches are computed for every row: no host sync, so the solver loop stays on the device.
     # r = cos I + sin [a]x + (1 - cos) a a^T, so (r + r^T) / 2 - cos I = (1 - cos) a a^T:
     # take its largest column, fix its sign by v.
     eye = torch.eye(3, dtype=r.dtype, device=r.device)

@@ -387,3 +387,17 @@ def test_unsupported_joint(write_urdf, kind):
 def test_every_error_is_a_value_error():
     for cls in (FrameNotFound, NonFiniteError, RobotNotFound, ShapeError, UnsupportedModelError):
         assert issubclass(cls, IKLayerError) and issubclass(cls, ValueError)
+
+
+def test_mimic_joint_in_chain_is_refused_elsewhere_loads(tmp_path):
+    urdf = tmp_path / "mimic.urdf"
+    limit = '<limit lower="-1" upper="1" effort="1" velocity="1"/>'
+    urdf.write_text(
+        '<robot name="m"><link name="a"/><link name="b"/><link name="c"/>'
+        f'<joint name="j1" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>{limit}</joint>'
+        f'<joint name="j2" type="revolute"><parent link="b"/><child link="c"/><axis xyz="0 0 1"/>{limit}'
+        '<mimic joint="j1"/></joint></robot>'
+    )
+    with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
+        ik_layer.load_robot(urdf, "c")
+    assert ik_layer.load_robot(urdf, "b").dof == 2
