@@ -227,7 +227,8 @@ def sequential_jacobian(model: nn.Sequential, x: Tensor) -> Tensor:
 
     One forward pass stores every layer's input and output; the layer Jacobians are then chained
     from the narrower end of the network (from the input side when ``in < out``, else from the
-    output side), so the running product is as small as possible. Nested ``nn.Sequential`` models
+    output side), so the running product is as small as possible; diagonal layers scale its rows or
+    columns. Nested ``nn.Sequential`` models
     are flattened first. A layer without a registered rule is differentiated with
     :func:`batch_jacobian` (autograd, one batched backward per output feature of that layer).
 
@@ -257,10 +258,13 @@ def sequential_jacobian(model: nn.Sequential, x: Tensor) -> Tensor:
     steps = _forward_with_jacobians(model, x)
     out_features = steps[-1][2].shape[-1] if steps else x.shape[-1]
     acc: LayerJacobian = None
-    if x.shape[-1] < out_features:  # forward accumulation: acc = J_l @ acc
+    if x.shape[-1] < out_features:
+        # From the input side, as J^T = J_1^T J_2^T ... J_L^T: the running product (B, in, k) is then
+        # always the left factor, so a shared weight is one GEMM over all rows (no broadcast copies).
         for layer_jac in _layer_jacobians(steps):
-            acc = _compose(layer_jac, acc)
-    else:  # reverse accumulation: acc = acc @ J_l
+            acc = _compose(acc, _transpose(layer_jac))
+        acc = _transpose(acc)
+    else:  # from the output side, J = J_L ... J_1: the running product (B, out, k) on the left
         for layer_jac in reversed(list(_layer_jacobians(steps))):
             acc = _compose(acc, layer_jac)
     return _to_dense(acc, x, out_features)
@@ -313,7 +317,23 @@ def _compose(outer: LayerJacobian, inner: LayerJacobian) -> LayerJacobian:
         return outer.values.unsqueeze(-1) * inner  # scale the rows of inner
     if isinstance(inner, Diagonal):
         return outer * inner.values.unsqueeze(-2)  # scale the columns of outer
+    if (
+        outer.ndim == 3 and inner.ndim == 2
+    ):  # batched @ shared: one GEMM over all rows (matmul may pick bmm)
+        return (outer.reshape(-1, outer.shape[-1]) @ inner).reshape(
+            *outer.shape[:-1], inner.shape[-1]
+        )
+    if (
+        outer.ndim == 2 and inner.ndim == 3
+    ):  # shared @ batched: einsum avoids broadcasting outer to (B, o, k)
+        return torch.einsum("ok,bki->boi", outer, inner)
     return outer @ inner
+
+
+def _transpose(jac: LayerJacobian) -> LayerJacobian:
+    return (
+        jac.mT if isinstance(jac, Tensor) else jac
+    )  # diagonals and the identity are symmetric
 
 
 def _to_dense(acc: LayerJacobian, x: Tensor, out_features: int) -> Tensor:
