@@ -1,0 +1,428 @@
+"""Benchmark: batched IK, ik-layer vs pytorch-kinematics and the classic Pinocchio CLIK loop, on the CPU.
+
+The same reachable targets (``robot.fk`` of configurations drawn uniformly inside the joint limits,
+fixed seed) for panda and ur5e at each batch size (default 1k and 10k), solved by
+
+* ``ik-layer f64`` / ``ik-layer f32``: ``ik_layer.solve`` with its defaults (4 seeds per target,
+  200 iterations), the robot and targets in float64 / float32.
+* ``pk PseudoInverseIK``: pytorch-kinematics' ``PseudoInverseIK`` (float64, same URDF files, ee links
+  ``panda_link8`` / ``tool0``) with the best settings we found reading ``pytorch_kinematics/ik.py``
+  and trying them (see :data:`PK_SETTINGS`): 20 random restarts sampled uniformly in the joint limits
+  (10 solve 97 % of panda targets, 20 solve 99.5 %, 30 solve 99.9 % at half the speed of 20), its
+  default 50 iterations (converged retries need about 15; pk steps the whole batch until the last
+  problem is done, so a larger budget only costs time),
+  ``early_stopping_any_converged`` (without it every problem runs the full budget: 5-7x slower at
+  the same success), no "no-improvement" early stopping (it never helped success), the default
+  error-proportional LM damping 0.1 (0.01 loses ~2 points of success), lr 1 (its line search is
+  ~40x slower for no gain), its final joint-limit enforcement (wrap + clamped refinement) on.
+  Its tolerances are set to the strict ones (1e-4 m, 1e-3 rad) so it does not stop early at looser
+  ones. At the largest batch it runs once (``--pk-max-batch``) because it is slow.
+* ``pinocchio CLIK``: the loop of Pinocchio's inverse-kinematics example, one target at a time in
+  Python: damped pseudo-inverse on the ``log6`` error of the end-effector frame with the
+  ``Jlog6`` correction, ``pin.integrate``, joints clamped to their limits after every step,
+  random restarts in the limits every ``--clik-restart`` iterations within the same 200-iteration
+  budget as ik-layer. Step 1 and damping 1e-6 instead of the example's 0.1 and 1e-12 (with a
+  0.1 step, 200 iterations are too few: about 90 are needed per seed to reach 1e-4). It is timed
+  on a subset (``--clik-subset``, default 200 targets) and its rate is extrapolated per target.
+
+Every solution is checked in float64 with Pinocchio (``forwardKinematics`` +
+``updateFramePlacements`` on ``robot.model``), never with the solvers' own flags: a solution
+counts at ``1e-4 m / 1e-3 rad`` if its position error is <= 1e-4 m and its orientation error
+(``|log3(R_target R^T)|``) is <= 1e-3 rad. Configurations outside the joint limits are reported in
+the ``in limits`` column (pk's are clamped to Pinocchio's limits first: it parses them in float32).
+
+Times are wall clock of one ``solve`` call for the whole batch (median of ``--repeats`` runs for
+batches below 10k, after a warm-up on a small batch); ``solves/s`` = targets / time. The
+``ik-layer x`` columns are ik-layer's solves/s (f64, f32) divided by that row's.
+
+Run: ``python bench/ik_vs_peers.py`` (a few minutes), ``--quick`` (200 targets, under a minute),
+``--batch 1000 --batch 5000``, ``--json results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import ik_layer  # noqa: E402
+from robots import REGISTRY  # noqa: E402
+
+ROBOTS = ["panda", "ur5e"]
+STRICT = (1e-4, 1e-3)  # [m], [rad]
+LOOSE = (1e-3, 1e-2)
+SEED = 20240611
+MAX_ITERATIONS = 200  # ik-layer's default budget, also given to CLIK
+PK_SETTINGS = {
+    "num_retries": 20,
+    "max_iterations": 50,
+    "lr": 1.0,
+    "lm_damping": 0.1,
+    "regularlization": 1e-9,
+    "early_stopping_any_converged": True,
+    "early_stopping_no_improvement": None,
+    "enforce_joint_limits": True,
+}
+CLIK_SETTINGS = {"dt": 1.0, "damping": 1e-3}
+
+
+@dataclass
+class Row:
+    """One (solver, robot, batch) measurement; errors are Pinocchio's, in float64."""
+
+    solver: str
+    robot: str
+    batch: int
+    evaluated: int  # targets whose solutions were checked (the CLIK subset for CLIK)
+    timed: int  # targets in the timed solve calls
+    seconds: float  # median wall time of one call over ``timed`` targets [s]
+    solves_per_s: float
+    success_strict: float
+    success_loose: float
+    in_limits: float
+    pos_median: float  # [m]
+    pos_p99: float
+    ori_median: float  # [rad]
+    ori_p99: float
+    repeats: int
+    notes: str = ""
+    ratio_f64: float | None = None  # ik-layer f64 solves/s over this row's
+    ratio_f32: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def pin_errors(model: pin.Model, frame: str, q_pin: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pinocchio position [m] and orientation [rad] errors (n,) of configurations (n, nq) against (n, 4, 4)."""
+    data = model.createData()
+    fid = model.getFrameId(frame)
+    pos, ori = np.empty(len(q_pin)), np.empty(len(q_pin))
+    for i, (qi, t) in enumerate(zip(q_pin, targets)):
+        pin.forwardKinematics(model, data, qi)
+        pin.updateFramePlacements(model, data)
+        m = data.oMf[fid]
+        pos[i] = np.linalg.norm(t[:3, 3] - m.translation)
+        ori[i] = np.linalg.norm(pin.log3(t[:3, :3] @ m.rotation.T))
+    return pos, ori
+
+
+def summarize(
+    robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray, **fields
+) -> Row:
+    """Check joint configurations (n, dof) with Pinocchio and fill a :class:`Row`."""
+    q64 = q.detach().to(torch.float64).cpu()
+    # Limits as the solver saw them, rounded to its dtype (float32 rounds them by up to ~1e-7 rad).
+    lower, upper = (x.to(q.dtype).double().cpu() for x in (robot.lower, robot.upper))
+    finite = torch.isfinite(q64).all(-1)
+    in_limits = finite & ((q64 >= lower) & (q64 <= upper)).all(-1)
+    q_pin = robot.to_pinocchio_q(torch.where(finite[:, None], q64, lower)).numpy()
+    pos, ori = pin_errors(robot.model, robot.ee_frame, q_pin, targets)
+    pos[~finite.numpy()] = np.inf
+    ori[~finite.numpy()] = np.inf
+    strict = (pos <= STRICT[0]) & (ori <= STRICT[1])
+    loose = (pos <= LOOSE[0]) & (ori <= LOOSE[1])
+    return Row(
+        robot=robot.name,
+        evaluated=len(pos),
+        success_strict=float(strict.mean()),
+        success_loose=float(loose.mean()),
+        in_limits=float(in_limits.double().mean()),
+        pos_median=float(np.median(pos)),
+        pos_p99=float(np.quantile(pos, 0.99)),
+        ori_median=float(np.median(ori)),
+        ori_p99=float(np.quantile(ori, 0.99)),
+        **fields,
+    )
+
+
+def timed(fn: Callable[[], torch.Tensor], repeats: int) -> tuple[torch.Tensor, float]:
+    """Run ``fn`` ``repeats`` times; its last output and the median wall time [s]."""
+    samples, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        samples.append(time.perf_counter() - start)
+    return out, statistics.median(samples)  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- the solvers
+
+
+def run_ik_layer(
+    name: str, dtype: torch.dtype, q_true: torch.Tensor, targets: torch.Tensor, repeats: int
+) -> tuple[torch.Tensor, float, dict]:
+    robot = ik_layer.load_robot(name, dtype=dtype)
+    t = targets.to(dtype)
+    ik_layer.solve(robot, t[:64], generator=torch.Generator().manual_seed(0))  # warm-up
+    holder = {}
+
+    def call() -> torch.Tensor:
+        res = ik_layer.solve(robot, t, generator=torch.Generator().manual_seed(SEED + 1))
+        holder["res"] = res
+        return res.q
+
+    q, seconds = timed(call, repeats)
+    res = holder["res"]
+    extra = {
+        "own_success": float(res.success.double().mean()),
+        "iterations_mean": float(res.iterations.double().mean()),
+        "iterations_max": int(res.iterations.max()) if res.iterations.numel() else 0,
+    }
+    return q, seconds, extra
+
+
+def pk_chain(name: str, dtype: torch.dtype):
+    import pytorch_kinematics as pk
+
+    urdf = REGISTRY[name].urdf.read_text()
+    return pk.build_serial_chain_from_urdf(urdf, REGISTRY[name].ee_frame).to(dtype=dtype)
+
+
+def run_pk(
+    name: str, robot: ik_layer.Robot, targets: torch.Tensor, repeats: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    import pytorch_kinematics as pk
+
+    chain = pk_chain(name, torch.float64)
+    if chain.get_joint_parameter_names() != robot.joint_names:
+        raise RuntimeError(f"joint order differs: pk {chain.get_joint_parameter_names()} vs {robot.joint_names}")
+    limits = torch.stack((chain.low, chain.high), dim=-1)
+
+    def make() -> pk.PseudoInverseIK:
+        # pk samples its restarts with the global RNG when the solver is built: seed it for reproducibility.
+        torch.manual_seed(SEED + 2)
+        return pk.PseudoInverseIK(
+            chain, pos_tolerance=STRICT[0], rot_tolerance=STRICT[1], joint_limits=limits, **settings
+        )
+
+    make().solve(pk.Transform3d(matrix=targets[:64]))  # warm-up
+    holder = {}
+
+    def call() -> torch.Tensor:
+        ik = make()
+        sol = ik.solve(pk.Transform3d(matrix=targets))
+        # Per target: a converged retry if any (pk's own flag), else the one of least scaled error.
+        score = sol.err_pos / STRICT[0] + sol.err_rot / STRICT[1]
+        score = torch.where(sol.converged, torch.full_like(score, -1.0), score)
+        best = score.argmin(dim=1)
+        holder["iterations"] = sol.iterations
+        holder["own_success"] = float(sol.converged_any.double().mean())
+        return sol.solutions[torch.arange(len(best)), best]
+
+    q, seconds = timed(call, repeats)
+    # pk parses the limits in float32 (off by ~5e-9 rad): clamp to Pinocchio's before checking.
+    q = torch.minimum(torch.maximum(q.double(), robot.lower), robot.upper)
+    extra = {"iterations": holder["iterations"], "own_success": holder["own_success"], **settings}
+    return q, seconds, extra
+
+
+def clik_one(
+    model: pin.Model,
+    data: pin.Data,
+    fid: int,
+    target: pin.SE3,
+    rng: np.random.Generator,
+    budget: int,
+    restart_every: int,
+    dt: float,
+    damping: float,
+) -> tuple[np.ndarray, int]:
+    """Pinocchio's CLIK example for one target, with random restarts; (q, iterations used)."""
+    lower, upper = model.lowerPositionLimit, model.upperPositionLimit
+    eye = np.eye(6)
+    best_q, best_score = None, np.inf
+    q = rng.uniform(lower, upper)
+    for it in range(budget + 1):
+        if it and it % restart_every == 0:
+            q = rng.uniform(lower, upper)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        current = data.oMf[fid]
+        pos = np.linalg.norm(target.translation - current.translation)
+        ori = np.linalg.norm(pin.log3(target.rotation @ current.rotation.T))
+        score = max(pos / STRICT[0], ori / STRICT[1])
+        if score < best_score:
+            best_q, best_score = q.copy(), score
+        if score <= 1 or it == budget:
+            return best_q, it
+        i_m_d = current.actInv(target)
+        err = pin.log6(i_m_d).vector  # error in the frame, as in Pinocchio's example
+        jac = pin.getFrameJacobian(model, data, fid, pin.LOCAL)
+        jac = -pin.Jlog6(i_m_d.inverse()) @ jac
+        v = -jac.T @ np.linalg.solve(jac @ jac.T + damping * eye, err)
+        q = np.clip(pin.integrate(model, q, v * dt), lower, upper)
+    return best_q, budget  # pragma: no cover
+
+
+def run_clik(
+    robot: ik_layer.Robot, targets: np.ndarray, restart_every: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    model = robot.model
+    if robot.continuous.any():
+        raise RuntimeError("the CLIK baseline samples q in Pinocchio's coordinates; continuous joints unsupported")
+    data = model.createData()
+    fid = model.getFrameId(robot.ee_frame)
+    rng = np.random.default_rng(SEED + 3)
+    poses = [pin.SE3(t[:3, :3].copy(), t[:3, 3].copy()) for t in targets]
+    out, iters = [], []
+    start = time.perf_counter()
+    for pose in poses:
+        q, it = clik_one(model, data, fid, pose, rng, MAX_ITERATIONS, restart_every, **settings)
+        out.append(q)
+        iters.append(it)
+    seconds = time.perf_counter() - start
+    q = torch.as_tensor(np.array(out), dtype=torch.float64)  # nq == dof: no continuous joints
+    extra = {"iterations_mean": float(np.mean(iters)), "restart_every": restart_every, **settings}
+    return q, seconds, extra
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -> list[Row]:
+    robot = ik_layer.load_robot(name)  # float64: targets and checks
+    gen = torch.Generator().manual_seed(SEED + batch)
+    q_true = robot.random_q((batch,), generator=gen)
+    targets = robot.fk(q_true)
+    targets_np = targets.numpy()
+    repeats = args.repeats if args.repeats else (3 if batch < 10_000 else 1)
+    rows = []
+
+    for label, dtype in (("ik-layer f64", torch.float64), ("ik-layer f32", torch.float32)):
+        q, seconds, extra = run_ik_layer(name, dtype, q_true, targets, repeats)
+        rows.append(summarize(robot, q, targets_np, solver=label, batch=batch, timed=batch, seconds=seconds,
+                              solves_per_s=batch / seconds, repeats=repeats, extra=extra))
+        log(rows[-1])
+
+    if not args.no_pk:
+        pk_batch = min(batch, args.pk_max_batch)
+        pk_repeats = 1 if batch == largest else repeats
+        q, seconds, extra = run_pk(name, robot, targets[:pk_batch], pk_repeats, PK_SETTINGS)
+        note = "" if pk_batch == batch else f"first {pk_batch} targets"
+        rows.append(summarize(robot, q, targets_np[:pk_batch], solver="pk PseudoInverseIK", batch=batch,
+                              timed=pk_batch, seconds=seconds, solves_per_s=pk_batch / seconds,
+                              repeats=pk_repeats, notes=note, extra=extra))
+        log(rows[-1])
+
+    if not args.no_clik:
+        subset = min(batch, args.clik_subset)
+        q, seconds, extra = run_clik(robot, targets_np[:subset], args.clik_restart, CLIK_SETTINGS)
+        rows.append(summarize(robot, q, targets_np[:subset], solver="pinocchio CLIK", batch=batch, timed=subset,
+                              seconds=seconds, solves_per_s=subset / seconds, repeats=1,
+                              notes=f"{subset} targets, one at a time, extrapolated", extra=extra))
+        log(rows[-1])
+
+    by_label = {r.solver: r for r in rows}
+    for r in rows:
+        if not r.solver.startswith("ik-layer"):
+            r.ratio_f64 = by_label["ik-layer f64"].solves_per_s / r.solves_per_s
+            r.ratio_f32 = by_label["ik-layer f32"].solves_per_s / r.solves_per_s
+    return rows
+
+
+def log(row: Row) -> None:
+    print(
+        f"  {row.solver:<20} {row.robot:<6} batch {row.batch:>6}: {row.success_strict:7.2%} strict, "
+        f"{row.solves_per_s:9.0f} solves/s ({row.seconds:.2f} s for {row.timed})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.2f} %" if x < 1 else "100 %"
+
+
+def sci(x: float) -> str:
+    return "inf" if not math.isfinite(x) else f"{x:.1e}"
+
+
+def markdown(rows: list[Row]) -> str:
+    head = (
+        "| solver | robot | batch | success 1e-4 m / 1e-3 rad | success 1 mm / 0.01 rad | in limits | "
+        "pos err median / p99 [m] | ori err median / p99 [rad] | solves/s | ik-layer f64 x | ik-layer f32 x |"
+    )
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        ratio = lambda x: "" if x is None else f"{x:.1f}x"  # noqa: E731
+        solver = r.solver + (f" ({r.notes})" if r.notes else "")
+        lines.append(
+            f"| {solver} | {r.robot} | {r.batch} | {pct(r.success_strict)} | {pct(r.success_loose)} | "
+            f"{pct(r.in_limits)} | {sci(r.pos_median)} / {sci(r.pos_p99)} | {sci(r.ori_median)} / {sci(r.ori_p99)} | "
+            f"{r.solves_per_s:,.0f} | {ratio(r.ratio_f64)} | {ratio(r.ratio_f32)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200 targets only")
+    parser.add_argument("--batch", type=int, action="append", help="batch size (repeatable); default 1000 and 10000")
+    parser.add_argument("--robot", action="append", choices=ROBOTS, help="robot (repeatable); default both")
+    parser.add_argument("--repeats", type=int, default=0, help="timed runs per solver (default 3, 1 at 10k)")
+    parser.add_argument("--clik-subset", type=int, default=200, help="targets solved by the CLIK loop")
+    parser.add_argument("--clik-restart", type=int, default=20, help="CLIK iterations per random restart")
+    parser.add_argument("--pk-max-batch", type=int, default=10_000, help="cap on the targets given to pk")
+    parser.add_argument("--no-pk", action="store_true", help="skip pytorch-kinematics")
+    parser.add_argument("--no-clik", action="store_true", help="skip the Pinocchio CLIK loop")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads for every solver (default: torch's)")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
+    args = parser.parse_args(argv)
+    if any(b < 1 for b in args.batch or []) or args.clik_subset < 1 or args.clik_restart < 1 or args.repeats < 0 or args.threads < 0:
+        parser.error("batch sizes, --clik-subset and --clik-restart must be positive, --repeats >= 0")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    batches = [200] if args.quick else (args.batch or [1000, 10_000])
+    robots = args.robot or ROBOTS
+    warnings.filterwarnings("ignore")
+    logging.getLogger("pytorch_kinematics").setLevel(logging.ERROR)
+
+    start = time.perf_counter()
+    rows: list[Row] = []
+    for name in robots:
+        for batch in batches:
+            rows.extend(bench_robot(name, batch, args, max(batches)))
+    table = markdown(rows)
+    print(table)
+    total = time.perf_counter() - start
+    print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, total {total:.0f} s", file=sys.stderr)
+    if args.json:
+        meta = {
+            "torch": torch.__version__,
+            "pinocchio": pin.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "seed": SEED,
+            "strict": STRICT,
+            "loose": LOOSE,
+            "ik_layer_settings": {"max_iterations": MAX_ITERATIONS, "num_seeds": 4},
+            "pk_settings": PK_SETTINGS,
+            "clik_settings": {**CLIK_SETTINGS, "budget": MAX_ITERATIONS, "restart_every": args.clik_restart},
+            "total_seconds": total,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "table": table}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
