@@ -120,7 +120,7 @@ def test_reachable_targets_verified_by_pinocchio_float64(name: str) -> None:
 @pytest.mark.parametrize("name", ROBOTS)
 def test_reachable_targets_float32_reach_the_tolerances(name: str) -> None:
     robot = robot_of(name, torch.float32)
-    _, target = reachable(robot, (150,), seed=3)
+    _, target = reachable(robot, (300,), seed=3)
     res = solve(robot, target, generator=gen(4))
     assert res.q.dtype == torch.float32 and res.position_error.dtype == torch.float32
     assert_verified(robot, res, target, max_failures=1)
