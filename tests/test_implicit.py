@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.implicit import implicit_inverse, implicit_root
+from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
 
 F64 = torch.float64
 TOL = {"rtol": 1e-10, "atol": 1e-10}
@@ -444,3 +444,24 @@ def test_implicit_root_argument_errors() -> None:
         ShapeError, match=r"residual_fn\(solution, \*inputs\) must have shape \(3, 2\)"
     ):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 3), (2, 5, 2, 6), (3, 3)], ids=str)
+def test_damped_pseudo_inverse_matches_pinv(shape: tuple[int, ...]) -> None:
+    matrix = torch.randn(*shape, generator=_gen(15), dtype=F64)
+    pinv = damped_pseudo_inverse(matrix)
+    assert pinv.shape == (*shape[:-2], shape[-1], shape[-2])
+    torch.testing.assert_close(pinv, torch.linalg.pinv(matrix), **TOL)
+
+
+def test_damped_pseudo_inverse_singular_and_errors() -> None:
+    singular = torch.tensor(
+        [[[1.0, 2.0], [2.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]], dtype=F64
+    )
+    pinv = damped_pseudo_inverse(singular)
+    assert torch.isfinite(pinv).all()
+    # Rank one: round-off in the null direction is amplified by 1 / lam, hence the looser tolerance.
+    torch.testing.assert_close(pinv[0], torch.linalg.pinv(singular[0]), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(pinv[1], torch.zeros(2, 2, dtype=F64))
+    with pytest.raises(ShapeError, match="matrix must have shape"):
+        damped_pseudo_inverse(torch.ones(3))
