@@ -53,7 +53,8 @@ def implicit_root(
     ``B_i = dF/dx_i`` at the solution. ``A^+`` is the (damped) pseudo-inverse: the minimum-norm
     right inverse when ``m < n`` (redundant unknowns), the least-squares left inverse when ``m >= n``.
     ``solution`` itself gets no gradient (it is treated as a constant). First-order only: the
-    backward is not differentiable again.
+    backward is not differentiable again, and it calls autograd, so ``torch.func`` transforms
+    (``vmap``/``grad`` over this function) are not supported; batch through the leading dims.
 
     Args:
         solution: The root, ``(..., n)``.
