@@ -8,12 +8,16 @@ from ik_layer.exceptions import (
     ShapeError,
     UnsupportedModelError,
 )
+from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
+from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
 from ik_layer.kinematics import Robot, load_robot
+from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
 from ik_layer.solver import IKResult, solve
 from robots import builtin_robots
 
 __all__ = [
     "FrameNotFound",
+    "IKLayer",
     "IKLayerError",
     "IKResult",
     "NonFiniteError",
@@ -21,7 +25,17 @@ __all__ = [
     "RobotNotFound",
     "ShapeError",
     "UnsupportedModelError",
+    "batch_jacobian",
     "builtin_robots",
+    "damped_pseudo_inverse",
+    "ik",
+    "ik_solve",
+    "implicit_inverse",
+    "implicit_root",
+    "jacobian_rules",
     "load_robot",
+    "register_jacobian",
+    "sequential_jacobian",
     "solve",
+    "target_gradient",
 ]

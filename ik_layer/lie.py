@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ik_layer.exceptions import NonFiniteError, ShapeError
+from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 
@@ -199,6 +199,22 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
         if not torch.isfinite(target).all():
             raise NonFiniteError(f"{name} holds NaN or infinite values")
+        _check_rigid(target, name)
         return target
     raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
 
+
+
+def _check_rigid(t: Tensor, name: str) -> None:
+    """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1]."""
+    tol = 1e-6 if t.dtype == torch.float64 else 1e-3
+    if t.numel() == 0:
+        return
+    eye = torch.eye(4, dtype=t.dtype, device=t.device)
+    rot = t[..., :3, :3]
+    gram = rot.transpose(-1, -2) @ rot
+    bad_rotation = ((gram - eye[:3, :3]).abs() > tol).any() | (torch.linalg.det(rot) < 0).any()
+    if bool(bad_rotation):
+        raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
+    if bool(((t[..., 3, :] - eye[3]).abs() > tol).any()):
+        raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")

@@ -475,14 +475,17 @@ def test_zero_weights_on_one_target_only_raise() -> None:
     _raises("weights", weights=w)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="solver bug reported to the lead: (4, 4) targets whose rotation is not orthonormal are accepted",
-)
 def test_non_rigid_matrix_target_raises() -> None:
     robot = robot_of("ur5e")
     target = reachable(robot, (4,), seed=46)[1].clone()
     target[:, :3, :3] *= 2.0
+    _raises("target", target=target, max_iterations=4)
+
+
+def test_wrong_bottom_row_target_raises() -> None:
+    robot = robot_of("ur5e")
+    target = reachable(robot, (4,), seed=46)[1].clone()
+    target[:, 3, 0] = 1.0
     _raises("target", target=target, max_iterations=4)
 
 

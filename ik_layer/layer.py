@@ -1,0 +1,127 @@
+"""The differentiable IK layer: :func:`solve` forward, implicit-function-theorem backward.
+
+The solution ``q*`` of a target ``T`` is a root of the weighted pose residual
+
+    r(q, T, tool, base) = W^1/2 pose_error(T, base @ fk(q) @ tool)   (6,)
+
+so at a converged row ``dq = -(dr/dq)^+ (dr/dT dT + dr/dtool dtool + dr/dbase dbase)``.
+With ``dr/dq = -W^1/2 J`` (J: the tool frame's Jacobian in the world, exact at
+zero error) this is ``dq = (W^1/2 J)^+ W^1/2 twist``: the unique inverse for a
+6-DoF arm, the minimum-norm (damped) solution for a redundant one, and the
+least-squares one for an arm with fewer than 6 joints. The backward pass never
+re-runs the solver: it is one damped solve per row plus one vector-Jacobian
+product of ``r``. Rows that did not converge get zero gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ik_layer.exceptions import ShapeError
+from ik_layer.implicit import damped_pseudo_inverse, implicit_root
+from ik_layer.kinematics import Robot
+from ik_layer.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
+from ik_layer.solver import IKResult, solve
+
+__all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
+
+
+def ik_solve(
+    robot: Robot,
+    target: Tensor,
+    *,
+    tool: Tensor | None = None,
+    base: Tensor | None = None,
+    weights: Tensor | None = None,
+    **solve_options: Any,
+) -> IKResult:
+    """Solve IK and return an :class:`IKResult` whose ``q`` is differentiable.
+
+    Args:
+        robot: the robot.
+        target: ``T_world_tool`` targets, (..., 4, 4) or poses (..., 7); may require grad.
+        tool: optional ``T_ee_tool`` (4, 4) or (..., 4, 4) tool offset; may require grad.
+        base: optional ``T_world_base`` (4, 4) or (..., 4, 4) base transform; may require grad.
+        weights: per-axis weights of the error, as in :func:`solve`.
+        **solve_options: passed to :func:`solve` (``q0``, ``num_seeds``, tolerances, ...).
+
+    Returns:
+        The solution; ``q`` (..., dof) carries implicit gradients w.r.t. ``target``,
+        ``tool`` and ``base``; rows with ``success=False`` get zero gradient.
+    """
+    target_t = as_transform(target)
+    tool_t = _transform_or_identity(tool, "tool", target_t)
+    base_t = _transform_or_identity(base, "base", target_t)
+    with torch.no_grad():
+        ee_target = invert_transform(base_t) @ target_t @ invert_transform(tool_t)
+        result = solve(robot, ee_target, weights=weights, **solve_options)
+    sqrt_w = _sqrt_weights(robot, weights)
+
+    def residual(q: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
+        return sqrt_w * pose_error(target_, base_ @ robot.fk(q) @ tool_)
+
+    with torch.no_grad():
+        jac = -sqrt_w[..., None] * _tool_jacobian(robot, result.q, tool_t, base_t)
+    q = implicit_root(result.q, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
+    return IKResult(q, result.success, result.position_error, result.orientation_error, result.iterations)
+
+
+def ik(robot: Robot, target: Tensor, **options: Any) -> Tensor:
+    """Joint angles (..., dof) of ``target`` with implicit gradients; see :func:`ik_solve`."""
+    return ik_solve(robot, target, **options).q
+
+
+class IKLayer(nn.Module):
+    """IK as an ``nn.Module``: ``layer(target, tool=None, base=None) -> IKResult``.
+
+    The robot is a submodule, so ``layer.to(device)`` moves it; ``solve_options``
+    (``num_seeds``, tolerances, ``weights``, ...) apply to every call.
+    """
+
+    def __init__(self, robot: Robot, **solve_options: Any) -> None:
+        super().__init__()
+        self.robot = robot
+        self.solve_options = solve_options
+
+    def forward(self, target: Tensor, tool: Tensor | None = None, base: Tensor | None = None) -> IKResult:
+        """Solve for ``target`` (..., 4, 4) or (..., 7); ``result.q`` is differentiable."""
+        return ik_solve(self.robot, target, tool=tool, base=base, **self.solve_options)
+
+
+def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> Tensor:
+    """``dq/d(target twist)`` (..., dof, 6) at solutions ``q`` (..., dof).
+
+    The twist ``[dv; dw]`` moves the target in the base frame (``T <- exp(twist) T``);
+    this is the matrix ``(W^1/2 J)^+ W^1/2`` that :func:`ik` applies in its backward pass.
+    """
+    sqrt_w = _sqrt_weights(robot, weights)
+    _, jac = robot.fk_jacobian(q)
+    return damped_pseudo_inverse(sqrt_w[..., None] * jac) * sqrt_w[..., None, :]
+
+
+def _tool_jacobian(robot: Robot, q: Tensor, tool: Tensor, base: Tensor) -> Tensor:
+    """Jacobian (..., 6, dof) of ``base @ fk(q) @ tool``: origin at the tool, axes of the world."""
+    pose, jac = robot.fk_jacobian(q)
+    lever = pose[..., :3, :3] @ tool[..., :3, 3:]  # ee -> tool origin, base axes
+    linear = jac[..., :3, :] - skew(lever.squeeze(-1)) @ jac[..., 3:, :]
+    rot = base[..., :3, :3]
+    return torch.cat((rot @ linear, rot @ jac[..., 3:, :]), dim=-2)
+
+
+def _transform_or_identity(x: Tensor | None, name: str, like: Tensor) -> Tensor:
+    if x is None:
+        eye = torch.eye(3, dtype=like.dtype, device=like.device)
+        return from_rotation_translation(eye, like.new_zeros(3))
+    t = as_transform(x, name)
+    if t.dtype != like.dtype or t.device != like.device:
+        raise ShapeError(f"{name} must match the target's dtype and device ({like.dtype}, {like.device})")
+    return t
+
+
+def _sqrt_weights(robot: Robot, weights: Tensor | None) -> Tensor:
+    if weights is None:
+        return torch.ones(6, dtype=robot.dtype, device=robot.device)
+    return torch.as_tensor(weights, dtype=robot.dtype, device=robot.device).clamp_min(0).sqrt()
