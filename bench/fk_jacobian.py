@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +33,7 @@ import ik_layer
 from ik_layer.kinematics import chain_kinematics
 from ik_layer.lie import vee
 from robots import REGISTRY
+from timing import time_call
 
 ROBOTS = ["panda", "ur5e"]
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -42,18 +41,7 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 def time_per_config(fn: Callable[[], object], batch: int, budget_s: float, repeats: int = 5) -> float:
     """Median wall time per configuration [us] of ``fn`` (which handles ``batch`` configurations)."""
-    fn()  # warm up
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget_s / repeats / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples) / batch * 1e6
+    return time_call(fn, budget_s, repeats) / batch
 
 
 # --------------------------------------------------------------------------- the peers

@@ -29,33 +29,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import platform
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from ik_layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
+from timing import time_call
 
 BIG = (6, 256, 256, 7)
 SMALL = (2, 64, 64, 2)  # the learned forward map of examples/invert_learned_model.py
 
-
-def time_call(fn: Callable[[], object], budget_s: float, repeats: int = 5) -> float:
-    """Median wall time of one ``fn()`` [us]."""
-    fn()  # warm up
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget_s / repeats / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples) * 1e6
 
 
 def mlp(widths: tuple[int, ...], dtype: torch.dtype) -> nn.Sequential:
