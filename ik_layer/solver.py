@@ -119,7 +119,6 @@ class _Problem:
         self.robot = robot
         self.target = target
         self.weights = weights
-        self.sqrt_w = weights.sqrt()
         self.tol = (position_tolerance, orientation_tolerance)
         self.posture = posture
         self.generator = generator
