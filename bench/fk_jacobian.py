@@ -30,7 +30,6 @@ import pinocchio as pin
 import torch
 
 import ik_layer
-from ik_layer.kinematics import chain_kinematics
 from ik_layer.lie import vee
 from robots import REGISTRY
 from timing import time_call
@@ -75,19 +74,12 @@ def pinocchio_runner(robot: ik_layer.Robot, q: torch.Tensor) -> tuple[str, Calla
 
 
 def vmap_jacrev_fk(robot: ik_layer.Robot) -> tuple[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """``vmap(jacrev(fk))``; falls back to the unchecked kernel if ``robot.fk`` cannot be vmapped."""
-    probe = robot.random_q((2,))
-    try:
-        torch.func.vmap(torch.func.jacrev(robot.fk))(probe)
-        return "robot.fk", torch.func.vmap(torch.func.jacrev(robot.fk))
-    except RuntimeError:  # robot.fk's input checks call .all() on the data, which vmap refuses
+    """``vmap(jacrev(fk))`` on the unchecked path (``robot.fk`` validates its input, which vmap refuses)."""
 
-        def kernel_fk(q: torch.Tensor) -> torch.Tensor:
-            args = (robot._place_rot, robot._place_rot_k, robot._place_rot_k2, robot._place_pos,
-                    robot._slide, robot._axis, robot._revolute, robot._tip)  # fmt: skip
-            return chain_kinematics(q[..., robot._chain_cols], *args, jacobian=False)[0]
+    def fk(q: torch.Tensor) -> torch.Tensor:
+        return robot.kinematics(q, jacobian=False)[0]
 
-        return "chain_kinematics (robot.fk is not vmap-able)", torch.func.vmap(torch.func.jacrev(kernel_fk))
+    return "robot.kinematics", torch.func.vmap(torch.func.jacrev(fk))
 
 
 def twist_from_pose_jacobian(d_pose: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:

@@ -182,8 +182,12 @@ class Robot(nn.Module):
             raise NonFiniteError(f"{name} holds NaN or infinite values")
         return q
 
-    def _kinematics(self, q: Tensor, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-        q = self.check_q(q)
+    def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+        """Pose (..., 4, 4) and, if asked, Jacobian (..., 6, dof) of ``q`` without validating it.
+
+        The unchecked path for inner loops (no host sync, so it also works under
+        ``torch.func.vmap``); :meth:`fk` and :meth:`fk_jacobian` validate first.
+        """
         pose, j_chain = chain_kinematics(
             q[..., self._chain_cols],
             self._place_rot,
@@ -203,7 +207,7 @@ class Robot(nn.Module):
 
     def fk(self, q: Tensor) -> Tensor:
         """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., dof); differentiable."""
-        return self._kinematics(q, jacobian=False)[0]
+        return self.kinematics(self.check_q(q), jacobian=False)[0]
 
     def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
         """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass.
@@ -211,7 +215,7 @@ class Robot(nn.Module):
         Jacobian rows are [linear; angular], origin at the end-effector frame,
         axes of the base (Pinocchio's ``LOCAL_WORLD_ALIGNED``).
         """
-        pose, jac = self._kinematics(q, jacobian=True)
+        pose, jac = self.kinematics(self.check_q(q), jacobian=True)
         return pose, jac  # type: ignore[return-value]
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:

@@ -282,7 +282,7 @@ def _damped_step(
 
 def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Error (A, S, 6), Jacobian of the pose (A, S, 6, dof) and weighted cost (A, S) at ``q``."""
-    pose, jac = problem.robot.fk_jacobian(q)
+    pose, jac = problem.robot.kinematics(q, jacobian=True)  # unchecked: no host sync per iteration
     e = pose_error(problem.target[rows, None], pose)
     cost = (problem.weights[rows, None] * e * e).sum(-1)
     return e, jac, cost

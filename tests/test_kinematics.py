@@ -401,3 +401,13 @@ def test_mimic_joint_in_chain_is_refused_elsewhere_loads(tmp_path):
     with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
         ik_layer.load_robot(urdf, "c")
     assert ik_layer.load_robot(urdf, "b").dof == 2
+
+
+def test_unchecked_kinematics_works_under_vmap_and_matches_fk_jacobian():
+    robot = ik_layer.load_robot("panda")
+    q = robot.random_q((4,), generator=torch.Generator().manual_seed(0))
+    d_pose = torch.func.vmap(torch.func.jacrev(lambda x: robot.kinematics(x, jacobian=False)[0]))(q)
+    pose, jac = robot.fk_jacobian(q)
+    angular = vee(d_pose[:, :3, :3].permute(0, 3, 1, 2) @ pose[:, None, :3, :3].transpose(-1, -2))
+    torch.testing.assert_close(d_pose[:, :3, 3], jac[:, :3], atol=1e-12, rtol=0)
+    torch.testing.assert_close(angular.transpose(1, 2), jac[:, 3:], atol=1e-12, rtol=0)
