@@ -44,6 +44,7 @@ Run: ``python bench/ik_vs_peers.py`` (a few minutes), ``--quick`` (200 targets, 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -70,6 +71,7 @@ STRICT = (1e-4, 1e-3)  # [m], [rad]
 LOOSE = (1e-3, 1e-2)
 SEED = 20240611
 MAX_ITERATIONS = 200  # ik-layer's default budget, also given to CLIK
+PK_REFINEMENT = 10  # pk's default clamped joint-limit refinement iterations, run after its main loop
 PK_SETTINGS = {
     "num_retries": 20,
     "max_iterations": 50,
@@ -81,6 +83,19 @@ PK_SETTINGS = {
     "enforce_joint_limits": True,
 }
 CLIK_SETTINGS = {"dt": 1.0, "damping": 1e-3}
+CLIK_RESTART = 20  # CLIK iterations per random restart
+
+
+def pk_settings(budget: int | None = None) -> dict:
+    """:data:`PK_SETTINGS`, or with a total ``budget`` of iterations: main loop plus joint-limit refinement.
+
+    The refinement gets ``min(10, budget // 2)`` of the budget, so that every solver gets the same
+    number of steps (``None``: pk's 50 iterations plus its 10 refinement iterations).
+    """
+    if budget is None:
+        return dict(PK_SETTINGS)
+    refinement = min(PK_REFINEMENT, budget // 2)
+    return {**PK_SETTINGS, "max_iterations": budget - refinement, "num_limit_refinement_iterations": refinement}
 
 
 @dataclass
@@ -125,27 +140,40 @@ def pin_errors(model: pin.Model, frame: str, q_pin: np.ndarray, targets: np.ndar
     return pos, ori
 
 
-def summarize(
-    robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray, **fields
-) -> Row:
-    """Check joint configurations (n, dof) with Pinocchio and fill a :class:`Row`."""
+def verify(robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pinocchio position [m] and orientation [rad] errors and in-limits flags (n,) of q (n, dof) vs targets (n, 4, 4).
+
+    Non-finite configurations get infinite errors. The limits are the solver's, rounded to q's dtype
+    (float32 rounds them by up to ~1e-7 rad).
+    """
     q64 = q.detach().to(torch.float64).cpu()
-    # Limits as the solver saw them, rounded to its dtype (float32 rounds them by up to ~1e-7 rad).
     lower, upper = (x.to(q.dtype).double().cpu() for x in (robot.lower, robot.upper))
     finite = torch.isfinite(q64).all(-1)
     in_limits = finite & ((q64 >= lower) & (q64 <= upper)).all(-1)
     q_pin = robot.to_pinocchio_q(torch.where(finite[:, None], q64, lower)).numpy()
-    pos, ori = pin_errors(robot.model, robot.ee_frame, q_pin, targets)
+    pos, ori = pin_errors(robot.model, robot.ee_frame, q_pin, np.asarray(targets, dtype=np.float64))
     pos[~finite.numpy()] = np.inf
     ori[~finite.numpy()] = np.inf
-    strict = (pos <= STRICT[0]) & (ori <= STRICT[1])
-    loose = (pos <= LOOSE[0]) & (ori <= LOOSE[1])
+    return pos, ori, in_limits.numpy()
+
+
+def succeeded(pos: np.ndarray, ori: np.ndarray, tolerance: tuple[float, float] = STRICT) -> np.ndarray:
+    """Per target, whether both errors are within ``tolerance`` (position [m], orientation [rad])."""
+    return (pos <= tolerance[0]) & (ori <= tolerance[1])
+
+
+def summarize(
+    robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray, **fields
+) -> Row:
+    """Check joint configurations (n, dof) with Pinocchio (:func:`verify`) and fill a :class:`Row`."""
+    pos, ori, in_limits = verify(robot, q, targets)
+    strict, loose = succeeded(pos, ori, STRICT), succeeded(pos, ori, LOOSE)
     return Row(
         robot=robot.name,
         evaluated=len(pos),
         success_strict=float(strict.mean()),
         success_loose=float(loose.mean()),
-        in_limits=float(in_limits.double().mean()),
+        in_limits=float(in_limits.mean()),
         pos_median=float(np.median(pos)),
         pos_p99=float(np.quantile(pos, 0.99)),
         ori_median=float(np.median(ori)),
@@ -164,7 +192,22 @@ def timed(fn: Callable[[], torch.Tensor], repeats: int) -> tuple[torch.Tensor, f
     return out, statistics.median(samples)  # type: ignore[return-value]
 
 
+def make_targets(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reachable targets: ``n`` configurations drawn uniformly in the limits (fixed seed) and their FK (n, 4, 4)."""
+    q_true = robot.random_q((n,), generator=torch.Generator(robot.device).manual_seed(seed))
+    return q_true, robot.fk(q_true)
+
+
 # --------------------------------------------------------------------------- the solvers
+
+
+def solve_ik_layer(
+    robot: ik_layer.Robot, targets: torch.Tensor, budget: int = MAX_ITERATIONS, seed: int = SEED + 1
+) -> ik_layer.IKResult:
+    """``ik_layer.solve`` with its defaults (4 seeds per target) and an iteration ``budget``."""
+    generator = torch.Generator(robot.device).manual_seed(seed)
+    return ik_layer.solve(robot, targets.to(robot.dtype), max_iterations=budget, generator=generator,
+                          position_tolerance=STRICT[0], orientation_tolerance=STRICT[1])
 
 
 def run_ik_layer(
@@ -172,11 +215,11 @@ def run_ik_layer(
 ) -> tuple[torch.Tensor, float, dict]:
     robot = ik_layer.load_robot(name, dtype=dtype)
     t = targets.to(dtype)
-    ik_layer.solve(robot, t[:64], generator=torch.Generator().manual_seed(0))  # warm-up
+    solve_ik_layer(robot, t[:64], seed=0)  # warm-up
     holder = {}
 
     def call() -> torch.Tensor:
-        res = ik_layer.solve(robot, t, generator=torch.Generator().manual_seed(SEED + 1))
+        res = solve_ik_layer(robot, t)
         holder["res"] = res
         return res.q
 
@@ -190,6 +233,7 @@ def run_ik_layer(
     return q, seconds, extra
 
 
+@functools.cache
 def pk_chain(name: str, dtype: torch.dtype):
     import pytorch_kinematics as pk
 
@@ -197,42 +241,48 @@ def pk_chain(name: str, dtype: torch.dtype):
     return pk.build_serial_chain_from_urdf(urdf, REGISTRY[name].ee_frame).to(dtype=dtype)
 
 
-def run_pk(
-    name: str, robot: ik_layer.Robot, targets: torch.Tensor, repeats: int, settings: dict
-) -> tuple[torch.Tensor, float, dict]:
+def solve_pk(
+    robot: ik_layer.Robot, targets: torch.Tensor, settings: dict | None = None
+) -> tuple[torch.Tensor, dict]:
+    """pk's ``PseudoInverseIK`` in float64 on targets (n, 4, 4) with ``settings`` (default :data:`PK_SETTINGS`).
+
+    Returns q (n, dof), clamped to Pinocchio's limits, and pk's own iteration count and success rate.
+    """
     import pytorch_kinematics as pk
 
-    chain = pk_chain(name, torch.float64)
+    settings = PK_SETTINGS if settings is None else settings
+    chain = pk_chain(robot.name, torch.float64)
     if chain.get_joint_parameter_names() != robot.joint_names:
         raise RuntimeError(f"joint order differs: pk {chain.get_joint_parameter_names()} vs {robot.joint_names}")
     limits = torch.stack((chain.low, chain.high), dim=-1)
+    # pk samples its restarts with the global RNG when the solver is built: seed it for reproducibility.
+    torch.manual_seed(SEED + 2)
+    ik = pk.PseudoInverseIK(chain, pos_tolerance=STRICT[0], rot_tolerance=STRICT[1], joint_limits=limits, **settings)
+    sol = ik.solve(pk.Transform3d(matrix=targets.detach().double().cpu()))
+    # Per target: a converged retry if any (pk's own flag), else the one of least scaled error.
+    score = sol.err_pos / STRICT[0] + sol.err_rot / STRICT[1]
+    score = torch.where(sol.converged, torch.full_like(score, -1.0), score)
+    best = score.argmin(dim=1)
+    q = sol.solutions[torch.arange(len(best)), best]
+    # pk parses the limits in float32 (off by ~5e-9 rad): clamp to Pinocchio's before checking.
+    q = torch.minimum(torch.maximum(q.double(), robot.lower.double().cpu()), robot.upper.double().cpu())
+    return q, {"iterations": sol.iterations, "own_success": float(sol.converged_any.double().mean())}
 
-    def make() -> pk.PseudoInverseIK:
-        # pk samples its restarts with the global RNG when the solver is built: seed it for reproducibility.
-        torch.manual_seed(SEED + 2)
-        return pk.PseudoInverseIK(
-            chain, pos_tolerance=STRICT[0], rot_tolerance=STRICT[1], joint_limits=limits, **settings
-        )
 
-    make().solve(pk.Transform3d(matrix=targets[:64]))  # warm-up
+def run_pk(
+    name: str, robot: ik_layer.Robot, targets: torch.Tensor, repeats: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    if robot.name != name:
+        raise ValueError(f"robot {robot.name!r} is not {name!r}")
+    solve_pk(robot, targets[:64], settings)  # warm-up
     holder = {}
 
     def call() -> torch.Tensor:
-        ik = make()
-        sol = ik.solve(pk.Transform3d(matrix=targets))
-        # Per target: a converged retry if any (pk's own flag), else the one of least scaled error.
-        score = sol.err_pos / STRICT[0] + sol.err_rot / STRICT[1]
-        score = torch.where(sol.converged, torch.full_like(score, -1.0), score)
-        best = score.argmin(dim=1)
-        holder["iterations"] = sol.iterations
-        holder["own_success"] = float(sol.converged_any.double().mean())
-        return sol.solutions[torch.arange(len(best)), best]
+        q, holder["info"] = solve_pk(robot, targets, settings)
+        return q
 
     q, seconds = timed(call, repeats)
-    # pk parses the limits in float32 (off by ~5e-9 rad): clamp to Pinocchio's before checking.
-    q = torch.minimum(torch.maximum(q.double(), robot.lower), robot.upper)
-    extra = {"iterations": holder["iterations"], "own_success": holder["own_success"], **settings}
-    return q, seconds, extra
+    return q, seconds, {**holder["info"], **settings}
 
 
 def clik_one(
@@ -273,24 +323,36 @@ def clik_one(
     return best_q, budget  # pragma: no cover
 
 
-def run_clik(
-    robot: ik_layer.Robot, targets: np.ndarray, restart_every: int, settings: dict
-) -> tuple[torch.Tensor, float, dict]:
+def solve_clik(
+    robot: ik_layer.Robot,
+    targets: np.ndarray,
+    budget: int = MAX_ITERATIONS,
+    restart_every: int = CLIK_RESTART,
+    settings: dict | None = None,
+) -> tuple[torch.Tensor, list[int]]:
+    """:func:`clik_one` on each target (n, 4, 4) in turn, ``budget`` iterations each; q (n, dof) and iterations used."""
     model = robot.model
     if robot.continuous.any():
         raise RuntimeError("the CLIK baseline samples q in Pinocchio's coordinates; continuous joints unsupported")
+    settings = CLIK_SETTINGS if settings is None else settings
     data = model.createData()
     fid = model.getFrameId(robot.ee_frame)
     rng = np.random.default_rng(SEED + 3)
-    poses = [pin.SE3(t[:3, :3].copy(), t[:3, 3].copy()) for t in targets]
     out, iters = [], []
-    start = time.perf_counter()
-    for pose in poses:
-        q, it = clik_one(model, data, fid, pose, rng, MAX_ITERATIONS, restart_every, **settings)
+    for t in np.asarray(targets, dtype=np.float64):
+        q, it = clik_one(model, data, fid, pin.SE3(t[:3, :3].copy(), t[:3, 3].copy()), rng, budget, restart_every,
+                         **settings)
         out.append(q)
         iters.append(it)
+    return torch.as_tensor(np.array(out), dtype=torch.float64), iters  # nq == dof: no continuous joints
+
+
+def run_clik(
+    robot: ik_layer.Robot, targets: np.ndarray, restart_every: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    start = time.perf_counter()
+    q, iters = solve_clik(robot, targets, MAX_ITERATIONS, restart_every, settings)
     seconds = time.perf_counter() - start
-    q = torch.as_tensor(np.array(out), dtype=torch.float64)  # nq == dof: no continuous joints
     extra = {"iterations_mean": float(np.mean(iters)), "restart_every": restart_every, **settings}
     return q, seconds, extra
 
@@ -300,9 +362,7 @@ def run_clik(
 
 def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -> list[Row]:
     robot = ik_layer.load_robot(name)  # float64: targets and checks
-    gen = torch.Generator().manual_seed(SEED + batch)
-    q_true = robot.random_q((batch,), generator=gen)
-    targets = robot.fk(q_true)
+    q_true, targets = make_targets(robot, batch, SEED + batch)
     targets_np = targets.numpy()
     repeats = args.repeats if args.repeats else (3 if batch < 10_000 else 1)
     rows = []
@@ -380,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robot", action="append", choices=ROBOTS, help="robot (repeatable); default both")
     parser.add_argument("--repeats", type=int, default=0, help="timed runs per solver (default 3, 1 at 10k)")
     parser.add_argument("--clik-subset", type=int, default=200, help="targets solved by the CLIK loop")
-    parser.add_argument("--clik-restart", type=int, default=20, help="CLIK iterations per random restart")
+    parser.add_argument("--clik-restart", type=int, default=CLIK_RESTART, help="CLIK iterations per random restart")
     parser.add_argument("--pk-max-batch", type=int, default=10_000, help="cap on the targets given to pk")
     parser.add_argument("--no-pk", action="store_true", help="skip pytorch-kinematics")
     parser.add_argument("--no-clik", action="store_true", help="skip the Pinocchio CLIK loop")

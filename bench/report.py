@@ -5,9 +5,13 @@ vs batch size (log-log, CPU, plus CUDA when available), histograms of position a
 orientation errors, and, given ``--server-json`` (from ``bench/server_load.py``),
 server throughput and p99 latency vs concurrent clients with batching on and off.
 
-Every solution is checked with the same FK and pose error (``robot.fk``,
-``ik_layer.lie.pose_error``), not with a solver's own flag. Targets are FK of
-random configurations inside the joint limits (reachable), fixed seed.
+The solvers, their settings, the targets and the check are those of ``bench/ik_vs_peers.py``
+(imported from it, with an iteration budget): ik-layer with its defaults (4 seeds),
+pytorch-kinematics ``PseudoInverseIK`` with the best settings found there (20 retries,
+early stopping when any retry converged, LM damping 0.1, joint limits; its limit-refinement
+iterations counted in the budget), and Pinocchio's CLIK loop with random restarts every 20
+iterations. Every solution is checked in float64 with Pinocchio, not with a solver's own
+flag. Targets are FK of random configurations inside the joint limits (reachable), fixed seed.
 
 Usage::
 
@@ -28,24 +32,23 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import ik_vs_peers as peers  # noqa: E402  (bench/ is on sys.path when this file runs as a script)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pinocchio as pin  # noqa: E402
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from ik_layer import Robot, load_robot, solve  # noqa: E402
-from ik_layer.lie import pose_error  # noqa: E402
+from ik_layer import Robot, load_robot  # noqa: E402
 from robots import REGISTRY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISH_DIR = ROOT / "docs" / "img"
-TOL = (1e-4, 1e-3)  # success: position [m], orientation [rad]
-SEED = 20240611
+TOL = peers.STRICT  # success: position [m], orientation [rad]
+SEED = peers.SEED
 ERROR_FLOOR = 1e-16  # errors of exactly 0 are drawn here on log axes
 
-# A solver: (robot, targets (N, 4, 4), iteration budget, seeds per target, generator) -> q (N, dof).
-Solver = Callable[[Robot, Tensor, int, int, torch.Generator], Tensor]
+# A solver: (robot, targets (N, 4, 4), iteration budget) -> q (N, dof).
+Solver = Callable[[Robot, Tensor, int], Tensor]
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,6 @@ class Sizes:
     clik_targets: int  # targets timed for the per-target Pinocchio loop
     min_seconds: float  # minimum timed duration per throughput point
     min_calls: int = 3  # minimum timed calls per throughput point
-    seeds: int = 4
     throughput_budget: int = 100
 
 
@@ -78,75 +80,19 @@ FULL = Sizes(
 # --------------------------------------------------------------------------- solvers
 
 
-def solve_ik_layer(robot: Robot, targets: Tensor, budget: int, seeds: int, generator: torch.Generator) -> Tensor:
-    """ik-layer's batched LM solver."""
-    return solve(robot, targets, num_seeds=seeds, max_iterations=budget, generator=generator,
-                 position_tolerance=TOL[0], orientation_tolerance=TOL[1]).q
+def solve_ik_layer(robot: Robot, targets: Tensor, budget: int) -> Tensor:
+    """ik-layer's batched LM solver (``ik_vs_peers.solve_ik_layer``)."""
+    return peers.solve_ik_layer(robot, targets, budget).q
 
 
-def solve_pytorch_kinematics(robot: Robot, targets: Tensor, budget: int, seeds: int, generator: torch.Generator) -> Tensor:
-    """pytorch-kinematics' ``PseudoInverseIK`` (default step settings), ``seeds`` retries, best retry kept.
-
-    Its joint-limit refinement iterations (default 10, run after the main loop) count
-    against the budget: up to half of it, so every solver gets the same number of steps.
-    """
-    import pytorch_kinematics as pk
-
-    chain = pk.build_serial_chain_from_urdf(REGISTRY[robot.name].urdf.read_text(), robot.ee_frame)
-    chain = chain.to(dtype=robot.dtype, device=str(robot.device))
-    order = [chain.get_joint_parameter_names().index(name) for name in robot.joint_names]
-    limits = torch.stack((robot.lower, robot.upper), dim=-1)[torch.argsort(torch.tensor(order))]
-    refinement = min(10, budget // 2)
-    ik = pk.PseudoInverseIK(
-        chain, max_iterations=budget - refinement, num_limit_refinement_iterations=refinement,
-        joint_limits=limits, early_stopping_any_converged=True, pos_tolerance=TOL[0], rot_tolerance=TOL[1],
-        retry_configs=robot.random_q((seeds,), generator=generator)[:, torch.argsort(torch.tensor(order))],
-    )
-    candidates = ik.solve(pk.Transform3d(matrix=targets)).solutions[..., order]  # (N, seeds, dof)
-    return _best_candidate(robot, targets, candidates)
+def solve_pytorch_kinematics(robot: Robot, targets: Tensor, budget: int) -> Tensor:
+    """pytorch-kinematics' ``PseudoInverseIK`` (``ik_vs_peers.solve_pk``), refinement counted in the budget."""
+    return peers.solve_pk(robot, targets, peers.pk_settings(budget))[0].to(robot.dtype)
 
 
-def solve_pinocchio_clik(robot: Robot, targets: Tensor, budget: int, seeds: int, generator: torch.Generator) -> Tensor:
-    """The classic Pinocchio CLIK loop, one target and one seed at a time (damped Gauss-Newton on log6).
-
-    Each seed gets the full budget; the next seed starts only if the previous one failed.
-    """
-    model, data = robot.model, robot.model.createData()
-    frame = model.getFrameId(robot.ee_frame)
-    lower, upper = robot.lower.cpu().numpy(), robot.upper.cpu().numpy()
-    starts = robot.random_q((len(targets), seeds), generator=generator).cpu().numpy()
-    out = np.empty((len(targets), robot.dof))
-    for i, target in enumerate(targets.detach().cpu().double().numpy()):
-        desired = pin.SE3(target[:3, :3], target[:3, 3])
-        for q in starts[i]:
-            q, ok = _clik(model, data, frame, desired, q, budget, lower, upper)
-            if ok:
-                break
-        out[i] = q
-    return torch.as_tensor(out, dtype=robot.dtype, device=robot.device)
-
-
-def _clik(model: pin.Model, data: pin.Data, frame: int, desired: pin.SE3, q: np.ndarray, budget: int,
-          lower: np.ndarray, upper: np.ndarray, damping: float = 1e-6) -> tuple[np.ndarray, bool]:
-    """Up to ``budget`` CLIK steps from ``q``; returns the last q and whether it met the tolerances."""
-    for _ in range(budget):
-        pin.framesForwardKinematics(model, data, q)
-        current = data.oMf[frame]
-        if np.linalg.norm(desired.translation - current.translation) <= TOL[0] and \
-                np.linalg.norm(pin.log3(desired.rotation @ current.rotation.T)) <= TOL[1]:
-            return q, True
-        error = current.actInv(desired)
-        jac = pin.Jlog6(error.inverse()) @ pin.computeFrameJacobian(model, data, q, frame, pin.LOCAL)
-        step = jac.T @ np.linalg.solve(jac @ jac.T + damping * np.eye(6), pin.log6(error).vector)
-        q = np.clip(pin.integrate(model, q, step), lower, upper)
-    return q, False
-
-
-def _best_candidate(robot: Robot, targets: Tensor, candidates: Tensor) -> Tensor:
-    """Per target, the candidate (N, S, dof) with the smallest error in units of the tolerances."""
-    pos, ori = errors(robot, targets[:, None], candidates)
-    best = torch.maximum(pos / TOL[0], ori / TOL[1]).argmin(dim=1)
-    return candidates[torch.arange(len(candidates)), best]
+def solve_pinocchio_clik(robot: Robot, targets: Tensor, budget: int) -> Tensor:
+    """Pinocchio's CLIK loop (``ik_vs_peers.solve_clik``), one target at a time, restarts within the budget."""
+    return peers.solve_clik(robot, targets.detach().cpu().double().numpy(), budget)[0].to(robot.dtype)
 
 
 def available_solvers() -> dict[str, Solver]:
@@ -165,15 +111,9 @@ def available_solvers() -> dict[str, Solver]:
 # --------------------------------------------------------------------------- measurements
 
 
-def errors(robot: Robot, targets: Tensor, q: Tensor) -> tuple[Tensor, Tensor]:
-    """Position [m] and orientation [rad] error norms of ``q`` (..., dof) against ``targets`` (..., 4, 4)."""
-    e = pose_error(targets, robot.fk(q.to(robot.dtype)))
-    return e[..., :3].norm(dim=-1), e[..., 3:].norm(dim=-1)
-
-
 def reachable_targets(robot: Robot, n: int, seed: int) -> Tensor:
-    """FK (n, 4, 4) of ``n`` random configurations inside the limits."""
-    return robot.fk(robot.random_q((n,), generator=torch.Generator(robot.device).manual_seed(seed)))
+    """FK (n, 4, 4) of ``n`` random configurations inside the limits (``ik_vs_peers.make_targets``)."""
+    return peers.make_targets(robot, n, seed)[1]
 
 
 @dataclass(frozen=True)
@@ -193,10 +133,10 @@ def measure_accuracy(robot: Robot, solvers: dict[str, Solver], sizes: Sizes) -> 
     position, orientation = {}, {}
     for budget in sizes.budgets:
         for name, solver in solvers.items():
-            q = solver(robot, targets, budget, sizes.seeds, torch.Generator(robot.device).manual_seed(SEED + 1))
-            pos, ori = errors(robot, targets, q)
-            success[name].append(float(((pos <= TOL[0]) & (ori <= TOL[1])).double().mean()))
-            position[name], orientation[name] = pos.cpu().numpy(), ori.cpu().numpy()
+            q = solver(robot, targets, budget)
+            pos, ori, _ = peers.verify(robot, q, targets.detach().cpu().double().numpy())
+            success[name].append(float(peers.succeeded(pos, ori, TOL).mean()))
+            position[name], orientation[name] = pos, ori
         print(f"budget {budget}: " + ", ".join(f"{k} {v[-1]:.1%}" for k, v in success.items()), file=sys.stderr)
     return Accuracy(sizes.budgets, success, position, orientation)
 
@@ -226,13 +166,12 @@ def _rate(robot: Robot, solver: Solver, batch: int, sizes: Sizes) -> float:
     Calls repeat (on fresh targets) until ``min_seconds`` have passed; the fastest call
     is reported, as ``timeit`` advises, since slower ones measure other load on the machine.
     """
-    generator = torch.Generator(robot.device).manual_seed(SEED)
-    solver(robot, reachable_targets(robot, batch, SEED), sizes.throughput_budget, sizes.seeds, generator)  # warm-up
+    solver(robot, reachable_targets(robot, batch, SEED), sizes.throughput_budget)  # warm-up
     times: list[float] = []
     while len(times) < sizes.min_calls or sum(times) < sizes.min_seconds:
         targets = reachable_targets(robot, batch, SEED + len(times) + 1)
         start = time.perf_counter()
-        solver(robot, targets, sizes.throughput_budget, sizes.seeds, generator)
+        solver(robot, targets, sizes.throughput_budget)
         if robot.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
@@ -365,15 +304,20 @@ def write_report(out: Path, command: str, robot: str, sizes: Sizes, acc: Accurac
                  figures: dict[str, Path], server_runs: list[dict[str, float]] | None) -> Path:
     """Write ``out/REPORT.md``: tables beside the plots and the command that made them."""
     image = lambda key: f"![{key}]({figures[key].name})"  # noqa: E731
+    pk, clik = peers.PK_SETTINGS, peers.CLIK_SETTINGS
     text = [
         "# ik-layer benchmark report", "",
         f"Regenerate: `{command}`", "",
         f"Robot `{robot}`, CPU threads: {torch.get_num_threads()}, torch {torch.__version__}, float64. "
-        f"Targets: FK of random configurations inside the limits (seed {SEED}); {sizes.seeds} seeds per target; "
+        f"Targets: FK of random configurations inside the limits (seed {SEED}); "
         f"success = position error <= {TOL[0]:g} m and orientation error <= {TOL[1]:g} rad, "
-        "checked with the same FK for every solver. pytorch-kinematics: `PseudoInverseIK` with its default step "
-        "settings, its joint-limit refinement iterations counted in the budget. Pinocchio CLIK: damped "
-        "Gauss-Newton on log6, one target and seed at a time. Timings are noisy on shared machines.", "",
+        "checked in float64 with Pinocchio for every solver. Solvers and settings are those of "
+        "`bench/ik_vs_peers.py`, given each iteration budget: ik-layer with its defaults (4 seeds per target); "
+        f"pytorch-kinematics `PseudoInverseIK` with {pk['num_retries']} retries, early stopping when any retry "
+        f"converged, LM damping {pk['lm_damping']:g}, joint limits enforced, its joint-limit refinement iterations "
+        f"(up to {peers.PK_REFINEMENT}) counted in the budget; Pinocchio CLIK: damped ({clik['damping']:g}) "
+        f"Gauss-Newton on log6, step {clik['dt']:g}, one target at a time, random restarts every "
+        f"{peers.CLIK_RESTART} iterations within the budget. Timings are noisy on shared machines.", "",
         f"## Success rate vs iteration budget ({sizes.targets} targets)", "",
         *_percent_table(acc), "", image("success"), "",
         f"## Final errors (budget {acc.budgets[-1]})", "",
