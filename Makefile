@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU := torch==2.13.0
 
-.PHONY: install serve test bench
+.PHONY: install serve test bench docker-check gpu-bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,3 +24,10 @@ test: install
 
 bench: install
 	$(PY) bench/report.py
+
+# The Dockerfile's install step on the CPU, plus hadolint and a serve/health/IK round trip (CI runs it).
+docker-check:
+	TORCH_INDEX_URL= bash docker/check.sh
+
+gpu-bench:
+	bash bench/gpu.sh
