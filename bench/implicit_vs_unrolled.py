@@ -20,8 +20,6 @@ Run: ``python bench/implicit_vs_unrolled.py`` (a few seconds; ``--threads 1`` on
 
 from __future__ import annotations
 
-import argparse
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -30,6 +28,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.implicit import implicit_inverse
+from timing import apply_threads_and_describe, benchmark_parser
 
 
 def arm(q: Tensor, links: Tensor) -> Tensor:
@@ -141,20 +140,10 @@ def bench_problem(label: str, links: Tensor, batch: int) -> list[list[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch.set_num_threads (default: torch's)",
-    )
+    parser = benchmark_parser(__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=1000)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), {platform.processor() or platform.machine()}, CPU"
-    )
+    print(apply_threads_and_describe(args.threads))
     rows = []
     for label, links in PROBLEMS.items():
         print(label)

@@ -26,16 +26,14 @@ autograd tape, and every batched method is 10-200x faster than a per-sample Pyth
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import platform
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from ik_layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
-from timing import time_call
+from timing import apply_threads_and_describe, benchmark_parser, time_call
 
 BIG = (6, 256, 256, 7)
 SMALL = (2, 64, 64, 2)  # the learned forward map of examples/invert_learned_model.py
@@ -176,22 +174,12 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch.set_num_threads (default: torch's)",
-    )
+    parser = benchmark_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--budget", type=float, default=0.4, help="seconds of timing per measurement"
     )
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), {platform.processor() or platform.machine()}, CPU\n"
-    )
+    print(apply_threads_and_describe(args.threads) + "\n")
     mlp_rows = []
     for widths, dtype in [
         (BIG, torch.float32),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import platform
 import statistics
 import time
 from collections.abc import Callable
+
+import torch
 
 
 def time_call(fn: Callable[[], object], budget_s: float, repeats: int = 5) -> float:
@@ -21,3 +25,17 @@ def time_call(fn: Callable[[], object], budget_s: float, repeats: int = 5) -> fl
             fn()
         samples.append((time.perf_counter() - start) / inner)
     return statistics.median(samples) * 1e6
+
+
+def benchmark_parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the ``--threads`` option every benchmark takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    return parser
+
+
+def apply_threads_and_describe(threads: int | None) -> str:
+    """Set torch's thread count (if given) and describe the machine in one line."""
+    if threads:
+        torch.set_num_threads(threads)
+    return f"torch {torch.__version__} ({torch.get_num_threads()} threads), {platform.processor() or platform.machine()}, CPU"
