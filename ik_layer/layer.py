@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ik_layer.exceptions import ShapeError
+from ik_layer.exceptions import IKLayerError
 from ik_layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.kinematics import Robot
 from ik_layer.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
@@ -117,7 +117,7 @@ def _transform_or_identity(x: Tensor | None, name: str, like: Tensor) -> Tensor:
         return from_rotation_translation(eye, like.new_zeros(3))
     t = as_transform(x, name)
     if t.dtype != like.dtype or t.device != like.device:
-        raise ShapeError(f"{name} must match the target's dtype and device ({like.dtype}, {like.device})")
+        raise IKLayerError(f"{name} must match the target's dtype and device ({like.dtype}, {like.device})")
     return t
 
 

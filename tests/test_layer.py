@@ -32,6 +32,15 @@ def moved(target: torch.Tensor, twist: torch.Tensor) -> torch.Tensor:
     return from_rotation_translation(so3_exp(twist[..., 3:]) @ target[..., :3, :3], target[..., :3, 3] + twist[..., :3])
 
 
+def assert_gradient_matches_central_differences(loss, x: torch.Tensor, h: float = 1e-6) -> None:
+    """The autograd gradient of the scalar ``loss`` at ``x`` (n,) equals central differences of re-solved IK."""
+    leaf = x.clone().requires_grad_()
+    (analytic,) = torch.autograd.grad(loss(leaf), leaf)
+    steps = h * torch.eye(x.shape[0], dtype=x.dtype)
+    numeric = torch.stack([(loss(x + step) - loss(x - step)) / (2 * h) for step in steps])
+    torch.testing.assert_close(analytic, numeric.detach(), atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["ur5e", "planar3"])
 def test_target_gradient_matches_finite_differences_of_resolved_ik(name: str) -> None:
     robot, q, target = reachable(name, 8, seed=1)
@@ -93,11 +102,7 @@ def test_tool_offset_gradient_matches_finite_differences() -> None:
         tool = from_rotation_translation(eye, t)
         return (weights * ik_layer.ik(robot, target, tool=tool, q0=q, **TIGHT)).sum()
 
-    t = offset.clone().requires_grad_()
-    (analytic,) = torch.autograd.grad(loss(t), t)
-    h = 1e-6
-    numeric = torch.stack([(loss(offset + h * e) - loss(offset - h * e)) / (2 * h) for e in eye])
-    torch.testing.assert_close(analytic, numeric.detach(), atol=1e-6, rtol=1e-5)
+    assert_gradient_matches_central_differences(loss, offset)
 
 
 def test_base_transform_gradient_matches_finite_differences() -> None:
@@ -109,11 +114,7 @@ def test_base_transform_gradient_matches_finite_differences() -> None:
     def loss(p: torch.Tensor) -> torch.Tensor:
         return ik_layer.ik(robot, target, base=from_rotation_translation(eye, p), q0=q, **TIGHT)[:, 2].sum()
 
-    p = base_pos.clone().requires_grad_()
-    (analytic,) = torch.autograd.grad(loss(p), p)
-    h = 1e-6
-    numeric = torch.stack([(loss(base_pos + h * e) - loss(base_pos - h * e)) / (2 * h) for e in eye])
-    torch.testing.assert_close(analytic, numeric.detach(), atol=1e-6, rtol=1e-5)
+    assert_gradient_matches_central_differences(loss, base_pos)
 
 
 def test_failed_rows_get_zero_gradient_without_nan() -> None:
