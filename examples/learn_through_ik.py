@@ -74,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)
     args = parser.parse_args()
+    torch.manual_seed(0)  # the network's initial weights
     generator = torch.Generator().manual_seed(0)
     for losses in (calibrate_tool(args.epochs, generator), train_target_predictor(args.epochs, generator)):
         if not losses[-1] < 0.8 * losses[0]:
