@@ -30,6 +30,7 @@ COPY pyproject.toml README.md ./
 COPY ik_layer ik_layer
 COPY server server
 COPY robots robots
+COPY deploy deploy
 COPY docker/install.sh docker/install.sh
 RUN DEVICE="$DEVICE" TORCH_VERSION="$TORCH_VERSION" CUDA_TAG="$CUDA_TAG" TORCH_INDEX_URL="$TORCH_INDEX_URL" \
     PYTHON=/opt/venv/bin/python PROJECT_DIR=/src bash docker/install.sh \
@@ -55,4 +56,4 @@ EXPOSE 8000
 # No curl in slim images: probe /health with the venv's Python (503 until the robots are warmed up).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('IK_LAYER_PORT', '8000'), timeout=4)"]
-CMD ["python", "-m", "server", "--host", "0.0.0.0"]
+CMD ["python", "-m", "ik_layer.server", "--host", "0.0.0.0"]

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU := torch==2.13.0
 
-.PHONY: install serve test bench docker-check gpu-bench
+.PHONY: install serve test lint format bench docker-check gpu-bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +16,20 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 serve: install
-	$(PY) -m server
+	$(PY) -m ik_layer.server
 
 # One torch thread per process: the suite runs servers and solvers side by side on small machines.
 test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+# ruff (configured in pyproject.toml): lint and formatting; CI fails on either.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 bench: install
 	$(PY) bench/report.py

@@ -31,8 +31,8 @@ import torch
 
 import ik_layer
 from ik_layer.lie import vee
-from robots import REGISTRY
-from timing import time_call
+from ik_layer.robots import REGISTRY
+from common import markdown_table, time_call
 
 ROBOTS = ["panda", "ur5e"]
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -157,10 +157,7 @@ def main() -> None:
     header = ["robot", "dtype", "batch", "ours [us]", "pinocchio [us]", "pk [us]", "vmap(jacrev) [us]",
               "pinocchio/ours", "pk/ours", "jacrev/ours"]  # fmt: skip
     print("\nPer-configuration time of pose + Jacobian (pinocchio: float64, one Python call per configuration)\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---:" if i > 1 else "---" for i in range(len(header))) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print(markdown_table(header, rows, text_columns=2))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ run_step() { # name timeout_s command...
 
 # --- setup (only what is missing) ---------------------------------------------------------------
 step "setup ($PYTHON)"
-deps_ok() { "$PYTHON" -c 'import torch, pinocchio, fastapi, uvicorn, pydantic_settings, prometheus_client, httpx' 2>/dev/null; }
+deps_ok() { "$PYTHON" -c 'import torch, pinocchio, ik_layer.server, fastapi, uvicorn, pydantic_settings, prometheus_client, httpx' 2>/dev/null; }
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
     # no torch at all: the image's install step (CUDA wheel unless DEVICE=cpu)
     timeout 240 env DEVICE="$DEVICE" PYTHON="$PYTHON" PIP_FLAGS=-q bash docker/install.sh || status=1

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import markdown_table
 
-from ik_layer import load_robot, solve  # noqa: E402
-from ik_layer.lie import pose_error  # noqa: E402
+from ik_layer import load_robot, solve
+from ik_layer.lie import pose_error
 
 DEFAULT_BATCHES = (1_000, 10_000, 100_000, 1_000_000)
 _OOM = (torch.cuda.OutOfMemoryError, torch.OutOfMemoryError) if hasattr(torch, "OutOfMemoryError") else (
@@ -154,15 +154,16 @@ def print_row(row: dict) -> None:
 
 
 def markdown(rows: list[dict], header: str) -> str:
-    out = [header, "", "| bench | batch | per second | time [ms] | success | verified (f64 FK) |", "|---|---:|---:|---:|---:|---:|"]
+    cells = []
     for r in rows:
         if "skipped" in r:
-            out.append(f"| {r['bench']} | {r['batch']:,} | skipped: {r['skipped']} | | | |")
+            cells.append([r["bench"], f"{r['batch']:,}", f"skipped: {r['skipped']}", "", "", ""])
             continue
         succ = f"{100 * r['success']:.2f} %" if "success" in r else ""
         ver = f"{100 * r['verified']:.2f} %" if "verified" in r else ""
-        out.append(f"| {r['bench']} | {r['batch']:,} | {r['rate']:,.0f} | {r['seconds'] * 1e3:.2f} | {succ} | {ver} |")
-    return "\n".join(out)
+        cells.append([r["bench"], f"{r['batch']:,}", f"{r['rate']:,.0f}", f"{r['seconds'] * 1e3:.2f}", succ, ver])
+    columns = ["bench", "batch", "per second", "time [ms]", "success", "verified (f64 FK)"]
+    return header + "\n\n" + markdown_table(columns, cells)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -61,10 +61,10 @@ import numpy as np
 import pinocchio as pin
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import markdown_table
 
-import ik_layer  # noqa: E402
-from robots import REGISTRY  # noqa: E402
+import ik_layer
+from ik_layer.robots import REGISTRY
 
 ROBOTS = ["panda", "ur5e"]
 STRICT = (1e-4, 1e-3)  # [m], [rad]
@@ -417,20 +417,20 @@ def sci(x: float) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    head = (
-        "| solver | robot | batch | success 1e-4 m / 1e-3 rad | success 1 mm / 0.01 rad | in limits | "
-        "pos err median / p99 [m] | ori err median / p99 [rad] | solves/s | ik-layer f64 x | ik-layer f32 x |"
-    )
-    lines = [head, "|" + "---|" * 11]
-    for r in rows:
-        ratio = lambda x: "" if x is None else f"{x:.1f}x"  # noqa: E731
-        solver = r.solver + (f" ({r.notes})" if r.notes else "")
-        lines.append(
-            f"| {solver} | {r.robot} | {r.batch} | {pct(r.success_strict)} | {pct(r.success_loose)} | "
-            f"{pct(r.in_limits)} | {sci(r.pos_median)} / {sci(r.pos_p99)} | {sci(r.ori_median)} / {sci(r.ori_p99)} | "
-            f"{r.solves_per_s:,.0f} | {ratio(r.ratio_f64)} | {ratio(r.ratio_f32)} |"
-        )
-    return "\n".join(lines)
+    header = [
+        "solver", "robot", "batch", "success 1e-4 m / 1e-3 rad", "success 1 mm / 0.01 rad", "in limits",
+        "pos err median / p99 [m]", "ori err median / p99 [rad]", "solves/s", "ik-layer f64 x", "ik-layer f32 x",
+    ]  # fmt: skip
+    ratio = lambda x: "" if x is None else f"{x:.1f}x"  # noqa: E731
+    cells = [
+        [
+            r.solver + (f" ({r.notes})" if r.notes else ""), r.robot, str(r.batch), pct(r.success_strict),
+            pct(r.success_loose), pct(r.in_limits), f"{sci(r.pos_median)} / {sci(r.pos_p99)}",
+            f"{sci(r.ori_median)} / {sci(r.ori_p99)}", f"{r.solves_per_s:,.0f}", ratio(r.ratio_f64), ratio(r.ratio_f32),
+        ]
+        for r in rows
+    ]
+    return markdown_table(header, cells, text_columns=2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.implicit import implicit_inverse
-from timing import apply_threads_and_describe, benchmark_parser
+from common import apply_threads_and_describe, benchmark_parser, markdown_table
 
 
 def arm(q: Tensor, links: Tensor) -> Tensor:
@@ -153,10 +153,7 @@ def main() -> None:
     print(
         f"\nForward + backward of d loss / d x through Gauss-Newton, batch {args.batch:,}, float64\n"
     )
-    print("| " + " | ".join(header) + " |")
-    print("|---|" + "|".join("---:" for _ in header[1:]) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
-from timing import apply_threads_and_describe, benchmark_parser, time_call
+from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 BIG = (6, 256, 256, 7)
 SMALL = (2, 64, 64, 2)  # the learned forward map of examples/invert_learned_model.py
@@ -164,15 +164,6 @@ def bench_strategies(batches: list[int], budget_s: float) -> list[list[str]]:
     return rows
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = benchmark_parser(__doc__.splitlines()[0])
     parser.add_argument(
@@ -194,14 +185,14 @@ def main() -> None:
         "\nPer-sample Jacobians of the MLP at batch 1k (time per call; ratio vs sequential_jacobian)\n"
     )
     print(
-        table(
+        markdown_table(
             ["model", "method", "dtype", "time [us]", "vs sequential", "max abs diff"],
             mlp_rows,
         )
     )
     print("\nbatch_jacobian: sum trick vs vmap(jacrev) (ratio > 1: sum is faster)\n")
     print(
-        table(
+        markdown_table(
             [
                 "function",
                 "batch",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from ik_layer import Robot, load_robot  # noqa: E402
-from robots import REGISTRY  # noqa: E402
+from ik_layer.robots import REGISTRY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISH_DIR = ROOT / "docs" / "img"
@@ -61,6 +62,7 @@ class Sizes:
     clik_targets: int  # targets timed for the per-target Pinocchio loop
     min_seconds: float  # minimum timed duration per throughput point
     min_calls: int = 3  # minimum timed calls per throughput point
+    min_targets: int = 1  # minimum targets solved per throughput point (so batch 1 is a median over many)
     throughput_budget: int = 100
 
 
@@ -74,6 +76,7 @@ FULL = Sizes(
     batch_sizes=(1, 4, 16, 64, 256, 1024, 4096),
     clik_targets=64,
     min_seconds=0.5,
+    min_targets=200,
 )
 
 
@@ -161,21 +164,21 @@ def measure_throughput(robot: Robot, solvers: dict[str, Solver], sizes: Sizes) -
 
 
 def _rate(robot: Robot, solver: Solver, batch: int, sizes: Sizes) -> float:
-    """Solves/s of ``solver`` on batches of ``batch`` targets: the fastest of at least ``min_calls`` calls.
+    """Solves/s of ``solver`` on batches of ``batch`` targets, from the median call.
 
-    Calls repeat (on fresh targets) until ``min_seconds`` have passed; the fastest call
-    is reported, as ``timeit`` advises, since slower ones measure other load on the machine.
+    Calls repeat on fresh targets until ``min_calls`` calls, ``min_targets`` targets and
+    ``min_seconds`` have passed, so at batch 1 the figure is the median over many targets.
     """
     solver(robot, reachable_targets(robot, batch, SEED), sizes.throughput_budget)  # warm-up
     times: list[float] = []
-    while len(times) < sizes.min_calls or sum(times) < sizes.min_seconds:
+    while len(times) < sizes.min_calls or len(times) * batch < sizes.min_targets or sum(times) < sizes.min_seconds:
         targets = reachable_targets(robot, batch, SEED + len(times) + 1)
         start = time.perf_counter()
         solver(robot, targets, sizes.throughput_budget)
         if robot.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    return batch / min(times)
+    return batch / statistics.median(times)
 
 
 def load_server_runs(path: Path) -> list[dict[str, float]]:

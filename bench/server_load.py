@@ -1,6 +1,6 @@
 """Load test of the HTTP service: micro-batching on vs off, at 1, 8 and 64 concurrent clients.
 
-Starts ``python -m server`` itself on a free loopback port (once with
+Starts ``python -m ik_layer.server`` itself on a free loopback port (once with
 micro-batching, once with ``--max-batch 1``), lets N async httpx clients send
 single-pose IK requests back to back for a fixed time, and prints requests/s,
 p50/p99 latency and the throughput ratio batched / unbatched.
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import socket
-import subprocess
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -25,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from ik_layer.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,37 +53,14 @@ class Point:
         return 1e3 * ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def running_server(flags: Sequence[str]) -> Iterator[str]:
-    """Run ``python -m server`` with ``flags`` on a free loopback port; yield its base URL."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    cmd = [sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning", *flags]
-    process = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
+    """Run ``python -m ik_layer.server`` with ``flags`` on a free loopback port; yield its base URL."""
+    server = ServerProcess.start(["--log-level", "warning", *flags], capture=False, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited with status {process.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server not ready within 120 s")
-            time.sleep(0.2)
-        yield url
+        yield server.url
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        server.stop(signal.SIGTERM, timeout=30)
 
 
 def reachable_targets(url: str, robot: str, count: int, seed: int) -> list[dict[str, list[float]]]:

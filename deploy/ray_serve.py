@@ -1,16 +1,16 @@
-"""Ray Serve deployment of the same FastAPI app as ``python -m server``: one replica per GPU.
+"""Ray Serve deployment of the same FastAPI app as ``python -m ik_layer.server``: one replica per GPU.
 
 The service is stateless, so scaling out is replicas behind Ray Serve's HTTP proxy. Each replica
-builds the app with :func:`server.app.create_app` from the driver's :class:`server.settings.Settings`
+builds the app with :func:`ik_layer.server.app.create_app` from the driver's :class:`ik_layer.server.settings.Settings`
 (``IK_LAYER_*`` variables and defaults), runs its lifespan (load + warm up the robots), and serves
 every route (``/health``, ``/v1/robots/{name}/ik``, ``/metrics``...) unchanged; micro-batching
 happens inside each replica.
 
     # on a Ray cluster (or locally; starts one): replicas = GPUs, 1 GPU each; 0 GPUs: 1 CPU replica
-    python -m deploy.ray_serve --port 8000
-    IK_LAYER_ROBOTS=panda IK_LAYER_DTYPE=float32 python -m deploy.ray_serve --replicas 4 --gpus-per-replica 1
+    python -m ik_layer.deploy.ray_serve --port 8000
+    IK_LAYER_ROBOTS=panda IK_LAYER_DTYPE=float32 python -m ik_layer.deploy.ray_serve --replicas 4 --gpus-per-replica 1
     # or with Ray's own CLI (settings from the environment):
-    serve run deploy.ray_serve:app
+    serve run ik_layer.deploy.ray_serve:app
 
 Needs ``pip install "ray[serve]"`` (not a dependency of the project).
 """
@@ -26,7 +26,7 @@ from typing import Any
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from server.settings import Settings
+from ik_layer.server.settings import Settings
 
 __all__ = ["build_app", "build_deployment", "cluster_gpus", "main"]
 
@@ -67,7 +67,7 @@ def build_deployment(
         num_replicas = max(1, int(gpus // gpus_per_replica)) if gpus_per_replica else 1
 
     def build_asgi_app():  # runs on each replica: its own app, robots, batchers and metrics
-        from server.app import create_app
+        from ik_layer.server.app import create_app
 
         return create_app(Settings(**fields))
 
@@ -80,13 +80,13 @@ def build_deployment(
     )
     @serve.ingress(build_asgi_app)
     class IKLayerService:
-        """The FastAPI app of ``python -m server``, one instance per replica."""
+        """The FastAPI app of ``python -m ik_layer.server``, one instance per replica."""
 
     return IKLayerService.bind()
 
 
 def build_app(args: dict[str, str] | None = None) -> Any:
-    """Application builder for ``serve run deploy.ray_serve:build_app replicas=2 gpus_per_replica=1``."""
+    """Application builder for ``serve run ik_layer.deploy.ray_serve:build_app replicas=2 gpus_per_replica=1``."""
     args = args or {}
     return build_deployment(
         num_replicas=int(args["replicas"]) if "replicas" in args else None,
@@ -94,7 +94,7 @@ def build_app(args: dict[str, str] | None = None) -> Any:
     )
 
 
-def __getattr__(name: str) -> Any:  # ``serve run deploy.ray_serve:app``: built on first access only
+def __getattr__(name: str) -> Any:  # ``serve run ik_layer.deploy.ray_serve:app``: built on first access only
     if name == "app":
         return build_app()
     raise AttributeError(name)
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Start (or connect to) Ray, run the deployment on ``--host``/``--port`` and block until Ctrl-C."""
     import ray
 
-    parser = argparse.ArgumentParser(prog="python -m deploy.ray_serve", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ik_layer.deploy.ray_serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--replicas", type=int, default=None, help="default: one per GPU (1 without GPUs)")

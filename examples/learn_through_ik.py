@@ -36,7 +36,7 @@ def calibrate_tool(epochs: int, generator: torch.Generator) -> list[float]:
     losses = []
     for epoch in range(epochs):
         tool = from_rotation_translation(eye, offset)
-        result = ik_layer.ik_solve(robot, observed, tool=tool, q0=q_seen, num_seeds=1)
+        result = ik_layer.ik_solve(robot, observed, tool=tool, warm_start=q_seen, num_seeds=1)
         loss = ((result.q - q_seen) ** 2)[result.success].mean()
         optimizer.zero_grad()
         loss.backward()
@@ -60,7 +60,7 @@ def train_target_predictor(epochs: int, generator: torch.Generator) -> list[floa
     losses = []
     for epoch in range(epochs):
         target = torch.cat((net(command) + torch.tensor([0.4, 0.0, 0.4], dtype=torch.float64), quaternion), -1)
-        result = ik_layer.ik_solve(robot, target, weights=position_only, posture=posture, q0=posture, num_seeds=1)
+        result = ik_layer.ik_solve(robot, target, weights=position_only, posture=posture, warm_start=posture, num_seeds=1)
         loss = ((result.q - q_goal) ** 2)[result.success].mean()
         optimizer.zero_grad()
         loss.backward()

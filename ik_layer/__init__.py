@@ -1,8 +1,12 @@
 """ik-layer: differentiable batched inverse kinematics for PyTorch."""
 
 from ik_layer.exceptions import (
+    CLIError,
+    DeviceError,
+    DTypeError,
     FrameNotFound,
     IKLayerError,
+    InputFileError,
     NonFiniteError,
     RobotNotFound,
     ShapeError,
@@ -12,18 +16,26 @@ from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_
 from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
 from ik_layer.kinematics import Robot, load_robot
 from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
+from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.solver import IKResult, solve
-from robots import builtin_robots
+from ik_layer.robots import builtin_robots
 
 __all__ = [
+    "CLIError",
+    "DTypeError",
+    "DeviceError",
     "FrameNotFound",
     "IKLayer",
     "IKLayerError",
     "IKResult",
+    "InputFileError",
     "NonFiniteError",
+    "OPTION_SPECS",
+    "OptionSpec",
     "Robot",
     "RobotNotFound",
     "ShapeError",
+    "SolveOptions",
     "UnsupportedModelError",
     "batch_jacobian",
     "builtin_robots",

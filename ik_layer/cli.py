@@ -7,21 +7,21 @@ message on stderr, no traceback), 130 when interrupted with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from ik_layer.exceptions import IKLayerError
+from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.io import (
     POSE_COLUMNS,
-    InputFileError,
     Rows,
     Table,
     check_output,
@@ -35,8 +35,9 @@ from ik_layer.io import (
 )
 from ik_layer.kinematics import Robot, load_robot
 from ik_layer.lie import matrix_to_pose
+from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.solver import IKResult, solve
-from robots import REGISTRY
+from ik_layer.robots import REGISTRY
 
 __all__ = ["main"]
 
@@ -44,10 +45,6 @@ EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 _PASS_THROUGH = ("serve", "bench")  # subcommands whose unknown arguments go to the program they run
-
-
-class CLIError(IKLayerError):
-    """A command-line problem reported as one line with exit code 2 (e.g. CUDA asked for but absent)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,16 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("targets_file", type=Path, help="targets: .csv (x,y,z,qx,qy,qz,qw), .npy/.npz, .jsonl")
     ik.add_argument("-o", "--output", type=Path, required=True, help="output .csv/.npz/.jsonl")
     ik.add_argument("--batch-size", type=_positive, default=1024, help="targets per solver call (default 1024)")
-    ik.add_argument("--seed-file", type=Path, help="warm starts: one configuration per target (or one for all)")
-    ik.add_argument("--num-seeds", type=_positive, default=4, help="parallel seeds per target (default 4)")
-    ik.add_argument("--max-iterations", type=_positive, default=200, help="iteration budget (default 200)")
-    ik.add_argument("--position-tolerance", type=float, default=1e-4, help="[m] (default 1e-4)")
-    ik.add_argument("--orientation-tolerance", type=float, default=1e-3, help="[rad] (default 1e-3)")
-    ik.add_argument("--seed", type=int, help="random seed of the solver's generator (reproducible runs)")
+    ik.add_argument("--warm-start", type=Path, help="warm starts: one configuration per target (or one for all)")
+    ik.add_argument("--random-seed", type=int, help="seed of the solver's random generator (reproducible runs)")
+    for spec in OPTION_SPECS.values():
+        flag = "--" + spec.name.replace("_", "-")
+        help_text = f"{spec.help}: {spec.describe_range()} (default {spec.default:g})"
+        ik.add_argument(flag, type=_option_type(spec), default=spec.default, help=help_text)
     ik.set_defaults(run=run_solve)
 
     serve = sub.add_parser(
-        "serve", help="start the HTTP service; further arguments go to python -m server", add_help=False
+        "serve", help="start the HTTP service; further arguments go to python -m ik_layer.server", add_help=False
     )
     serve.set_defaults(run=run_serve)
 
@@ -125,6 +122,19 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value
+
+
+def _option_type(spec: OptionSpec) -> Callable[[str], int | float]:
+    """argparse ``type`` of a solver option: parse, then check against the option's bounds."""
+
+    def parse(text: str) -> int | float:
+        try:
+            return spec.check(spec.kind(text))
+        except ValueError as err:  # IKLayerError is a ValueError too
+            raise argparse.ArgumentTypeError(f"must be {spec.describe_range()}, got {text!r}") from err
+
+    parse.__name__ = spec.kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def run_robots(args: argparse.Namespace) -> int:
@@ -159,17 +169,17 @@ def run_solve(args: argparse.Namespace) -> int:
     """Solve every target of ``args.targets_file`` in chunks, with a progress bar; write the results."""
     robot = _robot(args)
     check_output(args.output)
-    targets, seeds, skipped = _solve_inputs(args, robot)
+    targets, warm_start, skipped = _solve_inputs(args, robot)
     _report_skipped(targets.path, skipped)
     generator = torch.Generator(device=robot.device)
-    if args.seed is None:
+    if args.random_seed is None:
         generator.seed()
     else:
-        generator.manual_seed(args.seed)
+        generator.manual_seed(args.random_seed)
     chunks: list[IKResult] = []
     start = time.perf_counter()
     try:
-        _solve_chunks(args, robot, targets.values, seeds, generator, chunks)
+        _solve_chunks(args, robot, targets.values, warm_start, generator, chunks)
     except KeyboardInterrupt:
         done = _write_results(args.output, robot, targets.lines, chunks)
         print(
@@ -183,27 +193,27 @@ def run_solve(args: argparse.Namespace) -> int:
 
 
 def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndarray | None, list[int]]:
-    """Valid targets, their warm starts (None without ``--seed-file``) and the skipped target lines."""
+    """Valid targets, their warm starts (None without ``--warm-start``) and the skipped target lines."""
     targets = read_targets(args.targets_file)
     invalid = invalid_poses(targets.values)
-    seeds = None
-    if args.seed_file is not None:
-        seed_rows = _seed_rows(read_q(args.seed_file, robot.joint_names), len(targets.lines))
-        seed_invalid = ~np.isfinite(seed_rows.values).all(axis=1)
-        drop_invalid(seed_rows, seed_invalid, args.on_invalid)  # refuses the seed file in error mode
-        invalid = invalid | seed_invalid
-        seeds = seed_rows.values[~invalid]
+    warm_start = None
+    if args.warm_start is not None:
+        start_rows = _warm_start_rows(read_q(args.warm_start, robot.joint_names), len(targets.lines))
+        start_invalid = ~np.isfinite(start_rows.values).all(axis=1)
+        drop_invalid(start_rows, start_invalid, args.on_invalid)  # refuses the warm-start file in error mode
+        invalid = invalid | start_invalid
+        warm_start = start_rows.values[~invalid]
     valid, skipped = drop_invalid(targets, invalid, args.on_invalid)
-    return valid, seeds, skipped
+    return valid, warm_start, skipped
 
 
-def _seed_rows(rows: Rows, num_targets: int) -> Rows:
+def _warm_start_rows(rows: Rows, num_targets: int) -> Rows:
     """Warm starts with one row per target: as read, or a single row repeated."""
     if len(rows.values) == 1:
         return Rows(np.repeat(rows.values, num_targets, axis=0), np.repeat(rows.lines, num_targets), rows.path)
     if len(rows.values) != num_targets:
         raise InputFileError(
-            f"{rows.path}: {len(rows.values)} seed rows for {num_targets} targets; give one per target or one for all"
+            f"{rows.path}: {len(rows.values)} warm starts for {num_targets} targets; give one per target or one for all"
         )
     return rows
 
@@ -212,11 +222,12 @@ def _solve_chunks(
     args: argparse.Namespace,
     robot: Robot,
     targets: np.ndarray,
-    seeds: np.ndarray | None,
+    warm_start: np.ndarray | None,
     generator: torch.Generator,
     chunks: list[IKResult],
 ) -> None:
     """Solve ``targets`` (N, 7) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
+    options = SolveOptions(**{name: getattr(args, name) for name in OPTION_SPECS})
     done = succeeded = 0
     with tqdm(total=len(targets), unit="row", file=sys.stderr, disable=None, mininterval=0.5, dynamic_ncols=True) as bar:
         for begin in range(0, len(targets), args.batch_size):
@@ -225,11 +236,8 @@ def _solve_chunks(
             result = solve(
                 robot,
                 as_tensor(targets),
-                q0=None if seeds is None else as_tensor(seeds),
-                num_seeds=args.num_seeds,
-                max_iterations=args.max_iterations,
-                position_tolerance=args.position_tolerance,
-                orientation_tolerance=args.orientation_tolerance,
+                options,
+                warm_start=None if warm_start is None else as_tensor(warm_start),
                 generator=generator,
             )
             chunks.append(result)
@@ -299,19 +307,30 @@ def _report_skipped(path: Path, lines: list[int]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Start the HTTP service through ``server.__main__.serve`` (needs the ``server`` extra)."""
-    try:
-        from server.__main__ import serve
-    except ImportError as err:
-        raise CLIError(f"the HTTP service is not available ({err}); install ik-layer[server]") from err
-    return serve(list(args.passed_on))
+    """Run ``python -m ik_layer.server`` with the remaining arguments (needs the ``server`` extra).
+
+    The service runs in a child process, so the library never imports the server.
+    """
+    if importlib.util.find_spec("fastapi") is None:
+        raise CLIError("the HTTP service needs the server extra: pip install 'ik-layer[server]'")
+    return _run_child([sys.executable, "-m", "ik_layer.server", *args.passed_on])
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """Run ``bench/report.py`` of the source checkout in a subprocess and return its exit code."""
+    """Run ``bench/report.py`` of the source checkout in a child process and return its exit code."""
     report = _SOURCE_ROOT / "bench" / "report.py"
     if not report.is_file():
         raise CLIError(f"{report} not found: `ik-layer bench` runs from a source checkout of ik-layer")
     python_path = os.pathsep.join(filter(None, (str(_SOURCE_ROOT), os.environ.get("PYTHONPATH"))))
     env = dict(os.environ, PYTHONPATH=python_path)
-    return subprocess.call([sys.executable, str(report), *args.passed_on], cwd=_SOURCE_ROOT, env=env)
+    return _run_child([sys.executable, str(report), *args.passed_on], cwd=_SOURCE_ROOT, env=env)
+
+
+def _run_child(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
+    """Run ``command`` and return its exit code; Ctrl-C reaches the child too, and we wait for it to stop."""
+    with subprocess.Popen(command, cwd=cwd, env=env) as child:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.wait()
+            raise

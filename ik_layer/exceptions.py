@@ -17,6 +17,22 @@ class NonFiniteError(IKLayerError):
     """A tensor argument holds NaN or infinite values."""
 
 
+class DTypeError(IKLayerError):
+    """A dtype is not supported (ik-layer computes in float32 or float64) or differs from the robot's."""
+
+
+class DeviceError(IKLayerError):
+    """A device is malformed or unavailable, a tensor has no values (meta) or sits on another device than the robot."""
+
+
+class InputFileError(IKLayerError):
+    """A row file of the command line is missing, unreadable, has the wrong columns or holds invalid rows."""
+
+
+class CLIError(IKLayerError):
+    """A command-line problem reported as one line with exit code 2 (e.g. CUDA asked for but absent)."""
+
+
 class UnsupportedModelError(IKLayerError):
     """A robot model uses a feature ik-layer does not support (e.g. a floating joint)."""
 

@@ -27,12 +27,11 @@ from typing import Literal, TextIO
 import numpy as np
 import torch
 
-from ik_layer.exceptions import IKLayerError
+from ik_layer.exceptions import InputFileError
 from ik_layer.lie import matrix_to_pose
 
 __all__ = [
     "POSE_COLUMNS",
-    "InputFileError",
     "Rows",
     "Table",
     "check_output",
@@ -53,10 +52,6 @@ _WRITABLE = _CSV + (".npz",) + _JSONL
 _MAX_LISTED = 10
 
 OnInvalid = Literal["skip", "error"]
-
-
-class InputFileError(IKLayerError):
-    """A row file is missing, unreadable, has the wrong columns or holds invalid rows."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +100,8 @@ def read_targets(path: str | Path) -> Rows:
     path = _existing(path)
     if path.suffix in _NUMPY:
         array = _numpy_array(path, ("target", "pose"))
-        if array.ndim == 3 and array.shape[1:] == (4, 4):
-            array = matrix_to_pose(torch.from_numpy(array)).numpy()
+        if array.ndim == 3 and array.shape[1:] == (4, 4) and np.issubdtype(array.dtype, np.number):
+            array = matrix_to_pose(torch.from_numpy(array.astype(np.float64))).numpy()
         return _numpy_rows(path, array, len(POSE_COLUMNS), "poses (N, 7) or transforms (N, 4, 4)")
     if path.suffix in _JSONL:
         return _jsonl_rows(path, POSE_COLUMNS, ("target", "pose"))

@@ -18,7 +18,11 @@ so the loop needs no branch on the joint type.
 
 from __future__ import annotations
 
+import operator
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import numpy as np
@@ -27,6 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import (
+    DeviceError,
+    DTypeError,
     FrameNotFound,
     IKLayerError,
     NonFiniteError,
@@ -34,9 +40,13 @@ from ik_layer.exceptions import (
     ShapeError,
     UnsupportedModelError,
 )
-from robots import REGISTRY
+from ik_layer.lie import as_transform
+from ik_layer.robots import REGISTRY
 
 __all__ = ["Robot", "chain_kinematics", "load_robot"]
+
+# Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
+_SUPPORTED_DTYPES = (torch.float32, torch.float64)
 
 
 def chain_kinematics(
@@ -125,6 +135,10 @@ class Robot(nn.Module):
         self, model: pin.Model, ee_frame: str, *, name: str | None = None, mimic_joints: frozenset[str] = frozenset()
     ) -> None:
         super().__init__()
+        if not isinstance(model, pin.Model):
+            raise IKLayerError(f"model must be a pinocchio.Model, got {type(model).__name__}")
+        if not isinstance(ee_frame, str):
+            raise IKLayerError(f"ee_frame must be a frame name (str), got {type(ee_frame).__name__}")
         joints = _check_joints(model)
         self.name = name or model.name
         self.model = model
@@ -166,21 +180,82 @@ class Robot(nn.Module):
         return self.lower.device
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, dof={self.dof}, ee_frame={self.ee_frame!r}, dtype={self.dtype}, device={self.device}"
+        return (
+            f"name={self.name!r}, dof={self.dof}, ee_frame={self.ee_frame!r}, dtype={self.dtype}, device={self.device}"
+        )
+
+    def to(self, *args: Any, **kwargs: Any) -> Robot:
+        """``nn.Module.to``; dtypes other than float32 / float64 and unusable devices raise an IKLayerError."""
+        try:
+            device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        except (TypeError, RuntimeError) as err:
+            usage = "Robot.to takes a device, a dtype (float32 or float64) or a tensor"
+            raise IKLayerError(f"{usage}: {_brief(err)}") from err
+        if dtype is not None:
+            _check_dtype(dtype)
+        if device is not None:
+            _check_device(device)
+        return super().to(*args, **kwargs)
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Robot:
+        """Convert the tensors (``to()``, ``half()``, ``cuda()``...), refusing unsupported dtypes and unusable devices.
+
+        ``fn`` is tried on an empty slice of the limits first, so a refused conversion changes nothing. Limits
+        beyond the new dtype's range (1e308 in float32) are clamped to it: they stay finite.
+        """
+        try:
+            probe = fn(self.lower[:0])
+        except (RuntimeError, AssertionError) as err:  # torch asserts when CUDA is not compiled in
+            raise DeviceError(f"cannot move the robot to that device: {_brief(err)}") from err
+        _check_dtype(probe.dtype)
+        if probe.device != self.device:
+            _check_device(probe.device)
+        super()._apply(fn, recurse)
+        big = torch.finfo(self.dtype).max
+        self.lower.clamp_(-big, big)
+        self.upper.clamp_(-big, big)
+        return self
 
     def check_q(self, q: Tensor, name: str = "q") -> Tensor:
-        """Validate a configuration tensor (..., dof): type, shape, dtype, device, finiteness."""
+        """Validate a configuration tensor (..., dof): type, shape, dtype, device and (one host sync) finiteness."""
+        self._check_configuration(q, name)
+        if not torch.isfinite(q).all():
+            raise NonFiniteError(f"{name} holds NaN or infinite values")
+        return q
+
+    def check_target(self, target: Tensor, name: str = "target") -> Tensor:
+        """Validate a target pose (..., 7) or transform (..., 4, 4) for this robot and return it as (..., 4, 4).
+
+        Its dtype and device must be the robot's; see :func:`ik_layer.lie.as_transform` for the other checks.
+        """
+        if isinstance(target, Tensor):
+            self._check_like(target, name)
+        return as_transform(target, name)
+
+    def check_generator(self, generator: torch.Generator | None, name: str = "generator") -> None:
+        """Raise unless ``generator`` is None or a ``torch.Generator`` on the robot's device type."""
+        if generator is None:
+            return
+        if not isinstance(generator, torch.Generator):
+            raise IKLayerError(f"{name} must be a torch.Generator or None, got {type(generator).__name__}")
+        if torch.device(generator.device).type != self.device.type:
+            raise DeviceError(f"{name} is on {generator.device} but the robot is on {self.device}")
+
+    def _check_configuration(self, q: Tensor, name: str) -> None:
+        """Raise unless ``q`` is a tensor (..., dof) of the robot's dtype and device (no host sync)."""
         if not isinstance(q, Tensor):
             raise ShapeError(f"{name} must be a torch.Tensor, got {type(q).__name__}")
         if q.dim() < 1 or q.shape[-1] != self.dof:
             raise ShapeError(f"{name} must have shape (..., {self.dof}) for {self.name}, got {tuple(q.shape)}")
-        if q.dtype != self.dtype:
-            raise IKLayerError(f"{name} has dtype {q.dtype} but the robot uses {self.dtype}; call robot.to({q.dtype}) or convert {name}")
-        if q.device != self.device:
-            raise IKLayerError(f"{name} is on {q.device} but the robot is on {self.device}")
-        if not torch.isfinite(q).all():
-            raise NonFiniteError(f"{name} holds NaN or infinite values")
-        return q
+        self._check_like(q, name)
+
+    def _check_like(self, x: Tensor, name: str) -> None:
+        """Raise unless tensor ``x`` has the robot's dtype and device (no host sync)."""
+        if x.dtype != self.dtype:
+            fix = f"call robot.to({x.dtype}) or convert {name}" if x.dtype in _SUPPORTED_DTYPES else f"convert {name}"
+            raise DTypeError(f"{name} has dtype {x.dtype} but the robot uses {self.dtype}; {fix}")
+        if x.device != self.device:
+            raise DeviceError(f"{name} is on {x.device} but the robot is on {self.device}")
 
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """Pose (..., 4, 4) and, if asked, Jacobian (..., 6, dof) of ``q`` without validating it.
@@ -228,15 +303,69 @@ class Robot(nn.Module):
         out[..., self._sin_index[rotary]] = torch.sin(q[..., rotary])
         return out
 
-    def random_q(self, shape: tuple[int, ...] = (), generator: torch.Generator | None = None) -> Tensor:
-        """Uniform random configurations (*shape, dof) inside the joint limits."""
-        u = torch.rand(*shape, self.dof, generator=generator, dtype=self.dtype, device=self.device)
-        return self.lower + u * (self.upper - self.lower)
+    def random_q(self, shape: int | Sequence[int] = (), generator: torch.Generator | None = None) -> Tensor:
+        """Uniform random configurations (*shape, dof) inside the joint limits; finite even for huge limits."""
+        size = _check_shape(shape)
+        self.check_generator(generator)
+        u = torch.rand(*size, self.dof, generator=generator, dtype=self.dtype, device=self.device)
+        # Not lower + u (upper - lower): the range of huge limits overflows. Rounding may step past a limit.
+        return torch.clamp(self.lower * (1 - u) + self.upper * u, self.lower, self.upper)
 
     def wrap(self, q: Tensor) -> Tensor:
-        """``q`` with continuous joints wrapped to (-pi, pi] and the others clamped to their limits."""
+        """``q`` with continuous joints wrapped to (-pi, pi] and the others clamped to their limits.
+
+        Checks type, shape, dtype and device but not the values (no host sync: the solver calls it every step).
+        """
+        self._check_configuration(q, "q")
         wrapped = torch.pi - torch.remainder(torch.pi - q, 2 * torch.pi)
         return torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(q, self.lower), self.upper))
+
+
+def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+    """``dtype`` if it is torch.float32 or torch.float64 (names such as ``"float32"`` are accepted); others raise."""
+    resolved = getattr(torch, dtype.removeprefix("torch."), None) if isinstance(dtype, str) else dtype
+    if isinstance(resolved, torch.dtype) and resolved in _SUPPORTED_DTYPES:
+        return resolved
+    low = isinstance(resolved, torch.dtype) and resolved.is_floating_point
+    why = " (the solver's 1e-4 m tolerances are out of reach in half precision)" if low else ""
+    raise DTypeError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}{why}")
+
+
+def _check_device(device: object, name: str = "device") -> torch.device:
+    """``device`` as a ``torch.device`` that exists here and holds values; malformed, unavailable or meta ones raise."""
+    try:
+        resolved = torch.device(device)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError) as err:
+        raise DeviceError(f"{name} {device!r} is malformed: {_brief(err)}") from err
+    if resolved.type == "meta":
+        raise DeviceError(f"{name} 'meta' holds no values; use 'cpu' or 'cuda'")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(f"{name} {device!r}: CUDA is not available on this machine")
+    if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
+        raise DeviceError(f"{name} {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    try:
+        torch.empty(0, device=resolved)  # other backends (mps, xpu, ...): raises if not available
+    except (RuntimeError, AssertionError) as err:
+        raise DeviceError(f"{name} {device!r} is not available: {_brief(err)}") from err
+    return resolved
+
+
+def _brief(err: Exception) -> str:
+    """The first line of a (torch) error message, at most 160 characters: the rest lists overloads or backends."""
+    line = str(err).strip().split("\n", 1)[0]
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def _check_shape(shape: object, name: str = "shape") -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints >= 0) as a tuple; others raise."""
+    dims = (shape,) if isinstance(shape, int) else shape
+    try:
+        size = tuple(operator.index(d) for d in dims)  # type: ignore[attr-defined]
+    except TypeError as err:
+        raise ShapeError(f"{name} must be an int or a sequence of ints, got {shape!r}") from err
+    if any(d < 0 for d in size):
+        raise ShapeError(f"{name} must not hold negative sizes, got {size}")
+    return size
 
 
 def _check_joints(model: pin.Model) -> list[int]:
@@ -284,10 +413,11 @@ def _limits(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor
         else:
             lower.append(float(model.lowerPositionLimit[jm.idx_q]))
             upper.append(float(model.upperPositionLimit[jm.idx_q]))
-    lo, hi = torch.tensor(lower, dtype=torch.float64), torch.tensor(upper, dtype=torch.float64)
-    if not (torch.isfinite(lo).all() and torch.isfinite(hi).all()) or bool((lo > hi).any()):
-        bad = [model.names[j] for j, a, b in zip(joints, lower, upper) if not (np.isfinite(a) and np.isfinite(b) and a <= b)]
+    limits = zip(joints, lower, upper, strict=True)
+    bad = [model.names[j] for j, a, b in limits if not (np.isfinite([a, b]).all() and a <= b)]
+    if bad:
         raise UnsupportedModelError(f"joints {bad} have no finite limits (lower <= upper) in the model")
+    lo, hi = torch.tensor(lower, dtype=torch.float64), torch.tensor(upper, dtype=torch.float64)
     return lo, hi, torch.tensor(continuous)
 
 
@@ -341,25 +471,35 @@ def load_robot(
     name_or_path: str | Path,
     ee_frame: str | None = None,
     *,
-    dtype: torch.dtype = torch.float64,
-    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str | None = torch.float64,
+    device: str | torch.device | None = "cpu",
 ) -> Robot:
     """Load a built-in robot by name, or any URDF file by path.
 
     Args:
         name_or_path: a built-in name (see :func:`robots.builtin_robots`) or a path to a URDF file.
         ee_frame: end-effector frame; default: the built-in robot's, or the URDF's last link.
-        dtype: floating dtype of the robot's tensors.
-        device: device of the robot's tensors.
+        dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
+            None keeps float64.
+        device: device of the robot's tensors; None keeps the CPU.
 
     Raises:
         RobotNotFound: neither a built-in name nor an existing file.
         UnsupportedModelError: malformed URDF or unsupported joints.
         FrameNotFound: ``ee_frame`` is not a frame of the model (the message lists them).
+        DTypeError, DeviceError: unsupported ``dtype``; malformed or unavailable ``device``.
+        IKLayerError: arguments of the wrong type.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise IKLayerError(
+            f"name_or_path must be a built-in robot name or a URDF path (str or Path), "
+            f"got {type(name_or_path).__name__}"
+        )
+    dtype = _check_dtype(dtype) if dtype is not None else None
+    device = _check_device(device) if device is not None else None
     spec = REGISTRY.get(str(name_or_path))
     path = spec.urdf if spec else Path(name_or_path)
-    if spec is None and not path.is_file():
+    if spec is None and not _is_file(path):
         raise RobotNotFound(str(name_or_path), REGISTRY)
     try:
         model = pin.buildModelFromUrdf(str(path))
@@ -371,11 +511,19 @@ def load_robot(
     return robot.to(device=device, dtype=dtype)
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is an existing file; False for names the OS refuses (too long, ...)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _mimic_joints(path: Path) -> frozenset[str]:
     """Names of the joints a URDF declares as mimicking another (Pinocchio loads them as free joints)."""
     try:
         root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError as err:
+    except (ElementTree.ParseError, OSError) as err:
         raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
     return frozenset(j.get("name", "") for j in root.iter("joint") if j.find("mimic") is not None)
 

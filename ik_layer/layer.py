@@ -20,10 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ik_layer.exceptions import IKLayerError
+from ik_layer.exceptions import IKLayerError, ShapeError
 from ik_layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.kinematics import Robot
 from ik_layer.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
+from ik_layer.options import OPTION_SPECS, SolveOptions
 from ik_layer.solver import IKResult, solve
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
@@ -32,21 +33,24 @@ __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
 def ik_solve(
     robot: Robot,
     target: Tensor,
+    options: SolveOptions | None = None,
     *,
     tool: Tensor | None = None,
     base: Tensor | None = None,
     weights: Tensor | None = None,
-    **solve_options: Any,
+    **solve_arguments: Any,
 ) -> IKResult:
     """Solve IK and return an :class:`IKResult` whose ``q`` is differentiable.
 
     Args:
         robot: the robot.
         target: ``T_world_tool`` targets, (..., 4, 4) or poses (..., 7); may require grad.
+        options: the solver's options (default: :class:`SolveOptions` defaults).
         tool: optional ``T_ee_tool`` (4, 4) or (..., 4, 4) tool offset; may require grad.
         base: optional ``T_world_base`` (4, 4) or (..., 4, 4) base transform; may require grad.
         weights: per-axis weights of the error, as in :func:`solve`.
-        **solve_options: passed to :func:`solve` (``q0``, ``num_seeds``, tolerances, ...).
+        **solve_arguments: passed to :func:`solve` (``warm_start``, ``posture``, ``generator``,
+            option changes such as ``num_seeds=8``).
 
     Returns:
         The solution; ``q`` (..., dof) carries implicit gradients w.r.t. ``target``,
@@ -57,7 +61,7 @@ def ik_solve(
     base_t = _transform_or_identity(base, "base", target_t)
     with torch.no_grad():
         ee_target = invert_transform(base_t) @ target_t @ invert_transform(tool_t)
-        result = solve(robot, ee_target, weights=weights, **solve_options)
+        result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
     sqrt_w = _sqrt_weights(robot, weights)
 
     def residual(q: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
@@ -69,26 +73,34 @@ def ik_solve(
     return IKResult(q, result.success, result.position_error, result.orientation_error, result.iterations)
 
 
-def ik(robot: Robot, target: Tensor, **options: Any) -> Tensor:
+def ik(robot: Robot, target: Tensor, options: SolveOptions | None = None, **arguments: Any) -> Tensor:
     """Joint angles (..., dof) of ``target`` with implicit gradients; see :func:`ik_solve`."""
-    return ik_solve(robot, target, **options).q
+    return ik_solve(robot, target, options, **arguments).q
 
 
 class IKLayer(nn.Module):
     """IK as an ``nn.Module``: ``layer(target, tool=None, base=None) -> IKResult``.
 
-    The robot is a submodule, so ``layer.to(device)`` moves it; ``solve_options``
-    (``num_seeds``, tolerances, ``weights``, ...) apply to every call.
+    The robot is a submodule, so ``layer.to(device)`` moves it; ``options`` and
+    ``solve_arguments`` (``weights``, ``posture``, option changes such as
+    ``num_seeds=8``) apply to every call.
     """
 
-    def __init__(self, robot: Robot, **solve_options: Any) -> None:
+    def __init__(self, robot: Robot, options: SolveOptions | None = None, **solve_arguments: Any) -> None:
         super().__init__()
         self.robot = robot
-        self.solve_options = solve_options
+        changes = {k: v for k, v in solve_arguments.items() if k in OPTION_SPECS}
+        self.options = SolveOptions.build(options, **changes)
+        self.solve_arguments = {k: v for k, v in solve_arguments.items() if k not in changes}
+
+    def to(self, *args: Any, **kwargs: Any) -> IKLayer:
+        """``nn.Module.to``, refusing what the robot refuses (see :meth:`Robot.to`) with an IKLayerError."""
+        self.robot.to(*args, **kwargs)
+        return super().to(*args, **kwargs)
 
     def forward(self, target: Tensor, tool: Tensor | None = None, base: Tensor | None = None) -> IKResult:
         """Solve for ``target`` (..., 4, 4) or (..., 7); ``result.q`` is differentiable."""
-        return ik_solve(self.robot, target, tool=tool, base=base, **self.solve_options)
+        return ik_solve(self.robot, target, self.options, tool=tool, base=base, **self.solve_arguments)
 
 
 def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> Tensor:
@@ -118,6 +130,13 @@ def _transform_or_identity(x: Tensor | None, name: str, like: Tensor) -> Tensor:
     t = as_transform(x, name)
     if t.dtype != like.dtype or t.device != like.device:
         raise IKLayerError(f"{name} must match the target's dtype and device ({like.dtype}, {like.device})")
+    batch = like.shape[:-2]
+    try:
+        fits = torch.broadcast_shapes(t.shape[:-2], batch) == batch
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{name} has batch shape {tuple(t.shape[:-2])}, which does not broadcast to the targets' {tuple(batch)}")
     return t
 
 

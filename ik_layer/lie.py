@@ -4,6 +4,13 @@ Conventions (ROS): quaternions are ``(x, y, z, w)``, poses are ``(..., 7)`` as
 ``[x, y, z, qx, qy, qz, qw]`` or homogeneous ``(..., 4, 4)`` matrices, twists
 are ``[v; w]`` (linear first). Every function takes any leading batch shape and
 is differentiable, including at the identity (where ``log`` is smooth).
+
+Every function refuses non-tensors, non-floating dtypes and wrong shapes with an
+:class:`~ik_layer.exceptions.IKLayerError` naming the argument. Only the
+validating entry points (:func:`as_transform`, :func:`pose_to_matrix`,
+:func:`normalize_quaternion`) also read the values (one host sync) to refuse
+NaN, infinite, zero-norm or non-rigid inputs; the kernels (``so3_log``,
+``pose_error``, ...) never sync, so non-finite inputs give non-finite results.
 """
 
 from __future__ import annotations
@@ -11,21 +18,56 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 
 
-def _check_last(name: str, x: Tensor, shape: tuple[int, ...]) -> None:
+def _check_tensor(name: str, x: object) -> None:
+    """Raise unless ``x`` is a real floating-point tensor, naming ``name`` (no host sync)."""
     if not isinstance(x, Tensor):
         raise ShapeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise DTypeError(f"{name} must be a real floating-point tensor (e.g. torch.float64), got dtype {x.dtype}")
+
+
+def _check_last(name: str, x: Tensor, shape: tuple[int, ...]) -> None:
+    """Raise unless ``x`` is a real floating-point tensor of shape (..., *shape) (no host sync)."""
+    _check_tensor(name, x)
     if tuple(x.shape[x.dim() - len(shape) :]) != shape or x.dim() < len(shape):
         want = ", ".join(str(s) for s in shape)
         raise ShapeError(f"{name} must have shape (..., {want}), got {tuple(x.shape)}")
 
 
+def _check_values(name: str, x: Tensor) -> None:
+    """Raise unless ``x`` has values (is not a meta tensor) and they are all finite; one host sync."""
+    if x.is_meta:
+        raise DeviceError(f"{name} is a meta tensor: it has a shape but no values")
+    if not torch.isfinite(x).all():
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
+
+
+def _check_pair(names: tuple[str, str], a: Tensor, b: Tensor, batch_dims: tuple[int, int]) -> torch.Size:
+    """Broadcast batch shape of ``a`` and ``b`` (their shapes without the last ``batch_dims`` dims).
+
+    Raises unless they share dtype and device and their batch shapes broadcast (no host sync).
+    """
+    if a.dtype != b.dtype:
+        raise DTypeError(f"{names[0]} has dtype {a.dtype} but {names[1]} has {b.dtype}; they must match")
+    if a.device != b.device:
+        raise DeviceError(f"{names[0]} is on {a.device} but {names[1]} is on {b.device}; they must match")
+    batch_a, batch_b = a.shape[: a.dim() - batch_dims[0]], b.shape[: b.dim() - batch_dims[1]]
+    try:
+        return torch.broadcast_shapes(batch_a, batch_b)
+    except RuntimeError as err:
+        raise ShapeError(
+            f"{names[0]} batch shape {tuple(batch_a)} and {names[1]} batch shape {tuple(batch_b)} do not broadcast"
+        ) from err
+
+
 def skew(v: Tensor) -> Tensor:
     """Skew-symmetric matrix ``[v]x`` with ``[v]x u = v x u``: (..., 3) -> (..., 3, 3)."""
+    _check_last("vector", v, (3,))
     x, y, z = v.unbind(-1)
     o = torch.zeros_like(x)
     return torch.stack((o, -z, y, z, o, -x, -y, x, o), dim=-1).unflatten(-1, (3, 3))
@@ -33,25 +75,36 @@ def skew(v: Tensor) -> Tensor:
 
 def vee(m: Tensor) -> Tensor:
     """Inverse of :func:`skew` on the antisymmetric part: (..., 3, 3) -> (..., 3)."""
+    _check_last("matrix", m, (3, 3))
     return 0.5 * torch.stack(
         (m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]), dim=-1
     )
 
 
 def normalize_quaternion(q: Tensor, name: str = "quaternion") -> Tensor:
-    """Unit quaternion (x, y, z, w) from ``q`` (..., 4); zero or non-finite ones raise."""
+    """Unit quaternion (x, y, z, w) from ``q`` (..., 4); zero (norm < 1e-9) or non-finite ones raise.
+
+    Huge quaternions are fine: ``q`` is scaled by its largest entry first, so the norm cannot overflow.
+    """
     _check_last(name, q, (4,))
-    if not torch.isfinite(q).all():
-        raise NonFiniteError(f"{name} holds NaN or infinite values")
-    norm = torch.linalg.vector_norm(q, dim=-1, keepdim=True)
-    if q.numel() and bool((norm < 1e-9).any()):
+    _check_values(name, q)
+    # q / |q| does not depend on the scale, so no gradient flows through it.
+    scale = q.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)
+    scaled = q / scale
+    norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True)
+    if bool((norm * scale < 1e-9).any()):
         raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
-    return q / norm
+    return scaled / norm
 
 
 def quaternion_to_matrix(q: Tensor) -> Tensor:
     """Rotation matrix of a quaternion (x, y, z, w), normalised first: (..., 4) -> (..., 3, 3)."""
-    x, y, z, w = normalize_quaternion(q).unbind(-1)
+    return _unit_quaternion_to_matrix(normalize_quaternion(q))
+
+
+def _unit_quaternion_to_matrix(q: Tensor) -> Tensor:
+    """Rotation matrix of a unit quaternion (x, y, z, w), unchecked: (..., 4) -> (..., 3, 3)."""
+    x, y, z, w = q.unbind(-1)
     xx, yy, zz = x * x, y * y, z * z
     xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
     rows = (
@@ -98,21 +151,28 @@ def pose_to_matrix(pose: Tensor, name: str = "pose") -> Tensor:
     The quaternion is normalised; a zero or non-finite one raises, naming ``name``.
     """
     _check_last(name, pose, (7,))
-    if not torch.isfinite(pose).all():
-        raise NonFiniteError(f"{name} holds NaN or infinite values")
+    _check_values(name, pose)
     unit = normalize_quaternion(pose[..., 3:], name=f"{name} quaternion")
-    return from_rotation_translation(quaternion_to_matrix(unit), pose[..., :3])
+    return from_rotation_translation(_unit_quaternion_to_matrix(unit), pose[..., :3])
 
 
 def matrix_to_pose(t: Tensor) -> Tensor:
-    """Pose ``[x, y, z, qx, qy, qz, qw]`` of a homogeneous transform: (..., 4, 4) -> (..., 7)."""
+    """Pose ``[x, y, z, qx, qy, qz, qw]`` of a homogeneous transform: (..., 4, 4) -> (..., 7).
+
+    A pure conversion (no host sync): rows with NaN give NaN poses; validate with :func:`as_transform`.
+    """
     _check_last("transform", t, (4, 4))
     return torch.cat((t[..., :3, 3], matrix_to_quaternion(t[..., :3, :3])), dim=-1)
 
 
 def from_rotation_translation(r: Tensor, p: Tensor) -> Tensor:
-    """Homogeneous transform from rotation (..., 3, 3) and translation (..., 3) -> (..., 4, 4)."""
-    batch = torch.broadcast_shapes(r.shape[:-2], p.shape[:-1])
+    """Homogeneous transform from rotation (..., 3, 3) and translation (..., 3) -> (..., 4, 4).
+
+    Both must share dtype and device, and their batch shapes must broadcast.
+    """
+    _check_last("rotation", r, (3, 3))
+    _check_last("translation", p, (3,))
+    batch = _check_pair(("rotation", "translation"), r, p, (2, 1))
     top = torch.cat((r.expand(*batch, 3, 3), p.expand(*batch, 3)[..., None]), dim=-1)
     bottom = torch.zeros(*batch, 1, 4, dtype=r.dtype, device=r.device)
     bottom[..., 0, 3] = 1
@@ -185,24 +245,25 @@ def pose_error(target: Tensor, current: Tensor) -> Tensor:
     """
     _check_last("target", target, (4, 4))
     _check_last("current", current, (4, 4))
+    _check_pair(("target", "current"), target, current, (2, 2))
     dp = target[..., :3, 3] - current[..., :3, 3]
     dr = target[..., :3, :3] @ current[..., :3, :3].transpose(-1, -2)
     return torch.cat((dp, so3_log(dr)), dim=-1)
 
 
 def as_transform(target: Tensor, name: str = "target") -> Tensor:
-    """Accept a pose (..., 7) or a transform (..., 4, 4) and return (..., 4, 4), checked finite."""
-    if not isinstance(target, Tensor):
-        raise ShapeError(f"{name} must be a torch.Tensor, got {type(target).__name__}")
+    """Accept a pose (..., 7) or a transform (..., 4, 4) and return (..., 4, 4), checked finite and rigid.
+
+    Non-tensors, non-floating dtypes, meta tensors and wrong shapes raise too, naming ``name``.
+    """
+    _check_tensor(name, target)
     if target.dim() >= 1 and target.shape[-1] == 7:
         return pose_to_matrix(target, name)
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
-        if not torch.isfinite(target).all():
-            raise NonFiniteError(f"{name} holds NaN or infinite values")
+        _check_values(name, target)
         _check_rigid(target, name)
         return target
     raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
-
 
 
 def _check_rigid(t: Tensor, name: str) -> None:

@@ -10,20 +10,25 @@ device.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.kinematics import Robot
-from ik_layer.lie import as_transform, pose_error
+from ik_layer.lie import pose_error
+from ik_layer.options import SolveOptions
 
 __all__ = ["IKResult", "solve"]
 
 _MU_INIT = 1e-2  # initial damping relative to the weighted squared error
-_MU_MIN, _MU_MAX = 1e-6, 1e6
-_LAMBDA_MIN = 1e-9  # absolute damping floor, raised to 100 eps for low-precision dtypes
-_POSTURE_GAIN = 0.1
+_MU_MIN, _MU_MAX = 1e-6, 1e6  # bounds of the relative damping; a seed at _MU_MAX has stalled
+_MU_DECREASE, _MU_INCREASE = 0.3, 4.0  # damping factors after an accepted / a rejected step
+_LAMBDA_MIN = 1e-9  # absolute damping floor, raised to _EPS_FLOOR eps for low-precision dtypes
+_EPS_FLOOR = 100
+_POSTURE_GAIN = 0.1  # fraction of the distance to the posture pulled per step, in the null space
+_MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
 _PROGRESS = 0.5  # a seed whose cost fell by less than this factor over one check restarts
 
 
@@ -49,51 +54,47 @@ class IKResult:
 def solve(
     robot: Robot,
     target: Tensor,
+    options: SolveOptions | None = None,
     *,
-    q0: Tensor | None = None,
-    num_seeds: int = 4,
-    max_iterations: int = 200,
-    position_tolerance: float = 1e-4,
-    orientation_tolerance: float = 1e-3,
+    warm_start: Tensor | None = None,
     weights: Tensor | None = None,
     posture: Tensor | None = None,
     generator: torch.Generator | None = None,
-    restart_after: int = 40,
-    check_every: int = 4,
+    **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
 
     Args:
         robot: the robot; its dtype and device are used throughout.
         target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``.
-        q0: optional warm start (..., dof) (or (dof,) for all targets), used as the first seed.
-        num_seeds: configurations solved in parallel per target; the others are random in the limits.
-        max_iterations: iteration budget per target.
-        position_tolerance: success threshold on the position error [m].
-        orientation_tolerance: success threshold on the orientation error [rad].
+        options: the solver's options (default: :class:`SolveOptions` defaults).
+        warm_start: optional configuration (..., dof) (or (dof,) for all targets), the first seed.
         weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``;
             a zero weight drops that axis from the cost and from the reported errors.
         posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
             Jacobian's null space, used as a seed, and preferred among successful seeds.
-        generator: random generator for the seeds (reproducible results).
-        restart_after: iterations after which an unsolved seed restarts from a random configuration.
-        check_every: iterations between host syncs (early exit, compaction, restarts).
+        generator: random generator of the seeds, on the robot's device (reproducible results).
+        **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
         An :class:`IKResult`; unreachable targets come back with ``success=False``.
     """
-    target_t = as_transform(target)
-    _check_floating(robot, target_t, "target")
+    opts = SolveOptions.build(options, **option_changes)
+    if not isinstance(robot, Robot):
+        raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+    target_t = robot.check_target(target)
+    if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
+        raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
+    robot.check_generator(generator)
     batch = target_t.shape[:-2]
     flat_target = target_t.reshape(-1, 4, 4)
     n = flat_target.shape[0]
-    _check_options(num_seeds, max_iterations, position_tolerance, orientation_tolerance, restart_after, check_every)
     w = _weights(robot, weights, batch, n)
-    q_ref = _per_target(robot, q0, batch, n, "q0")
+    q_ref = _per_target(robot, warm_start, batch, n, "warm_start")
     q_post = _per_target(robot, posture, batch, n, "posture")
 
-    problem = _Problem(robot, flat_target, w, position_tolerance, orientation_tolerance, q_post, generator)
-    q, ok, pos_err, ori_err, iters = problem.run(q_ref, num_seeds, max_iterations, restart_after, check_every)
+    problem = _Problem(robot, flat_target, w, opts, q_post, generator)
+    q, ok, pos_err, ori_err, iters = problem.run(q_ref)
     return IKResult(
         q=q.reshape(*batch, robot.dof),
         success=ok.reshape(batch),
@@ -111,15 +112,15 @@ class _Problem:
         robot: Robot,
         target: Tensor,
         weights: Tensor,
-        position_tolerance: float,
-        orientation_tolerance: float,
+        options: SolveOptions,
         posture: Tensor | None,
         generator: torch.Generator | None,
     ) -> None:
         self.robot = robot
         self.target = target
         self.weights = weights
-        self.tol = (position_tolerance, orientation_tolerance)
+        self.options = options
+        self.tol = (options.position_tolerance, options.orientation_tolerance)
         self.posture = posture
         self.generator = generator
         n = target.shape[0]
@@ -144,9 +145,10 @@ class _Problem:
             q[:, k] = self.robot.wrap(first)
         return q
 
-    def run(
-        self, q_ref: Tensor | None, num_seeds: int, max_iterations: int, restart_after: int, check_every: int
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def run(self, q_ref: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Solve every target; per target: best q, success, errors and iterations used."""
+        num_seeds, max_iterations = self.options.num_seeds, self.options.max_iterations
+        restart_after, check_every = self.options.restart_after, self.options.check_every
         n = self.target.shape[0]
         rows = torch.arange(n, device=self.target.device)
         q = self.seeds(rows, num_seeds, q_ref)
@@ -218,7 +220,7 @@ class _LMState:
         of the other joints is solved again with them fixed (one active-set pass).
         """
         robot = problem.robot
-        floor = max(_LAMBDA_MIN, 100 * torch.finfo(self.q.dtype).eps)
+        floor = max(_LAMBDA_MIN, _EPS_FLOOR * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
         pull = None if problem.posture is None else _POSTURE_GAIN * (problem.posture[rows, None] - self.q)
@@ -239,7 +241,7 @@ class _LMState:
             e=torch.where(a3, e_new, self.e),
             jac=torch.where(a4, jac_new, self.jac),
             cost=torch.where(accept, cost_new, self.cost),
-            mu=torch.where(accept, self.mu * 0.3, self.mu * 4).clamp(_MU_MIN, _MU_MAX),
+            mu=torch.where(accept, self.mu * _MU_DECREASE, self.mu * _MU_INCREASE).clamp(_MU_MIN, _MU_MAX),
             age=self.age + 1,
         )
 
@@ -286,26 +288,6 @@ def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tenso
     e = pose_error(problem.target[rows, None], pose)
     cost = (problem.weights[rows, None] * e * e).sum(-1)
     return e, jac, cost
-
-
-def _check_floating(robot: Robot, x: Tensor, name: str) -> None:
-    if x.dtype != robot.dtype:
-        raise IKLayerError(f"{name} has dtype {x.dtype} but the robot uses {robot.dtype}")
-    if x.device != robot.device:
-        raise IKLayerError(f"{name} is on {x.device} but the robot is on {robot.device}")
-
-
-def _check_options(
-    num_seeds: int, max_iterations: int, pos_tol: float, ori_tol: float, restart_after: int, check_every: int
-) -> None:
-    for name, value in (("num_seeds", num_seeds), ("restart_after", restart_after), ("check_every", check_every)):
-        if not isinstance(value, int) or value < 1:
-            raise IKLayerError(f"{name} must be a positive integer, got {value!r}")
-    if not isinstance(max_iterations, int) or max_iterations < 0:
-        raise IKLayerError(f"max_iterations must be a non-negative integer, got {max_iterations!r}")
-    for name, tol in (("position_tolerance", pos_tol), ("orientation_tolerance", ori_tol)):
-        if not (isinstance(tol, (int, float)) and tol > 0 and tol < float("inf")):
-            raise IKLayerError(f"{name} must be a positive finite number, got {tol!r}")
 
 
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:

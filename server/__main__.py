@@ -1,8 +1,8 @@
-"""``python -m server [flags]``: run the HTTP service (``--help`` lists the flags)."""
+"""``python -m ik_layer.server [flags]``: run the HTTP service (``--help`` lists the flags)."""
 
 import sys
 
-from server.run import serve
+from ik_layer.server.run import serve
 
 __all__ = ["serve"]
 

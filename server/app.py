@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 
 import torch
 from fastapi import FastAPI
 
-from server import routes
-from server.batcher import MicroBatcher
-from server.errors import install_error_handlers
-from server.metrics import Metrics
-from server.middleware import BodyLimitMiddleware, MetricsMiddleware
-from server.service import default_options, load_robots, solve_jobs, warm_up
-from server.settings import Settings
-from server.state import Loaded, ServerState
+from ik_layer import Robot
+from ik_layer.server import encode, routes
+from ik_layer.server.batch import MicroBatcher
+from ik_layer.server.decode import IKJob
+from ik_layer.server.errors import install_error_handlers
+from ik_layer.server.loading import load_robots, warm_up
+from ik_layer.server.metrics import Metrics
+from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
+from ik_layer.server.predict import predict
+from ik_layer.server.schemas import IKSolution
+from ik_layer.server.settings import Settings
+from ik_layer.server.state import Loaded, ServerState
+from ik_layer.server.unbatch import unbatch
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "solve_batch"]
 
 _log = logging.getLogger("server")
 
@@ -59,7 +64,7 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
         for name, robot in robots.items():
             batcher = MicroBatcher(
                 name,
-                partial(solve_jobs, robot),
+                partial(solve_batch, robot),
                 state.metrics,
                 max_batch=settings.max_batch,
                 max_wait=settings.max_wait_ms / 1000,
@@ -67,7 +72,7 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
             )
             state.robots[name] = Loaded(robot, batcher)
         for loaded in state.robots.values():
-            await asyncio.to_thread(warm_up, loaded.robot, default_options(settings))
+            await asyncio.to_thread(warm_up, loaded.robot, settings.solve_options())
             loaded.batcher.start()
         state.ready = True
         _log.info("ik-layer ready on %s (%s): %s", state.device, settings.dtype, ", ".join(state.robots))
@@ -78,3 +83,8 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
             await loaded.batcher.stop()
         state.robots.clear()
         torch.set_num_threads(threads_before)
+
+
+def solve_batch(robot: Robot, jobs: Sequence[IKJob]) -> list[list[IKSolution]]:
+    """What a robot's micro-batcher runs in its solver thread: predict -> unbatch -> encode, one list per job."""
+    return [encode.solutions(part) for part in unbatch(predict(robot, jobs), jobs)]

@@ -1,8 +1,9 @@
-"""One place that turns exceptions into JSON answers: ik-layer's family to 4xx, overload to 503."""
+"""One place that turns exceptions into JSON answers: :data:`ERROR_STATUS` maps the exception family to statuses."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -10,40 +11,46 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ik_layer import IKLayerError, RobotNotFound
-from server.batcher import ServiceUnavailable
-from server.service import FieldError, TooManyRows
-from server.state import get_state
+from ik_layer.server.exceptions import FieldError, ServiceUnavailable, TooManyRows
+from ik_layer.server.state import get_state
 
-__all__ = ["install_error_handlers"]
+__all__ = ["ERROR_STATUS", "error_response", "install_error_handlers"]
+
+ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (RobotNotFound, 404),
+    (TooManyRows, 413),
+    (IKLayerError, 422),
+    (ServiceUnavailable, 503),
+)
+"""Exception class -> HTTP status; the first class ``err`` is an instance of wins."""
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers of validation errors, :class:`IKLayerError`, :class:`TooManyRows` and
-    :class:`ServiceUnavailable`."""
+    """Answer FastAPI's validation errors and every exception class of :data:`ERROR_STATUS`."""
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(IKLayerError, _ik_layer_error)
-    app.add_exception_handler(TooManyRows, _too_many_rows)
-    app.add_exception_handler(ServiceUnavailable, _unavailable)
+    for kind, _ in ERROR_STATUS:
+        app.add_exception_handler(kind, _handle)
 
 
-async def _ik_layer_error(request: Request, err: Exception) -> JSONResponse:
-    """Unknown robot: 404 listing the loaded ones; any other input error: 422 in FastAPI's format."""
+def error_response(err: Exception, available: Iterable[str], retry_after_s: int) -> JSONResponse:
+    """The answer to ``err``, with its status from :data:`ERROR_STATUS` (500 for others).
+
+    Unknown robot: 404 listing the ``available`` ones; any other input error: 422 in FastAPI's format
+    (``loc`` from :class:`FieldError`); 503: ``Retry-After: retry_after_s``; the others: ``{"detail": message}``.
+    """
+    status = next((status for kind, status in ERROR_STATUS if isinstance(err, kind)), 500)
     if isinstance(err, RobotNotFound):
-        return JSONResponse(
-            {"detail": f"unknown robot {err.name!r}", "available": sorted(get_state(request).robots)}, status_code=404
-        )
-    loc = err.loc if isinstance(err, FieldError) else ("body",)
-    detail = [{"type": "value_error", "loc": list(loc), "msg": str(err)}]
-    return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": f"unknown robot {err.name!r}", "available": sorted(available)}, status)
+    if status == 422:
+        loc = err.loc if isinstance(err, FieldError) else ("body",)
+        return JSONResponse({"detail": [{"type": "value_error", "loc": list(loc), "msg": str(err)}]}, status)
+    headers = {"Retry-After": str(retry_after_s)} if status == 503 else None
+    return JSONResponse({"detail": str(err)}, status, headers=headers)
 
 
-async def _too_many_rows(request: Request, err: Exception) -> JSONResponse:
-    return JSONResponse({"detail": str(err)}, status_code=413)
-
-
-async def _unavailable(request: Request, err: Exception) -> JSONResponse:
-    retry = str(get_state(request).settings.retry_after_s)
-    return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": retry})
+async def _handle(request: Request, err: Exception) -> JSONResponse:
+    state = get_state(request)
+    return error_response(err, state.robots, state.settings.retry_after_s)
 
 
 async def _validation_error(request: Request, err: Exception) -> JSONResponse:

@@ -7,7 +7,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.metrics import Metrics
+from ik_layer.server.metrics import Metrics
 
 __all__ = ["BodyLimitMiddleware", "MetricsMiddleware"]
 

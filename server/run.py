@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import uvicorn
 from pydantic import ValidationError
 
-from server.app import create_app
-from server.settings import parse_settings
+from ik_layer.server.app import create_app
+from ik_layer.server.settings import parse_settings
 
 __all__ = ["serve"]
 
@@ -28,7 +28,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         settings = parse_settings(argv)
     except ValidationError as err:
         lines = [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
-        print("python -m server: invalid settings\n" + "\n".join(lines), file=sys.stderr)
+        print("python -m ik_layer.server: invalid settings\n" + "\n".join(lines), file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:%(name)s: %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)

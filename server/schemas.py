@@ -1,8 +1,10 @@
 """Request and response bodies of the HTTP API (pydantic v2); units: metres, radians, quaternions (x, y, z, w).
 
 Every request model forbids unknown fields and rejects NaN, infinities and
-absurd magnitudes, so nothing non-finite ever reaches the solver. Checks that
-need the robot (the number of joints) live in :mod:`server.service`.
+absurd magnitudes, so nothing non-finite ever reaches the solver. The solver
+options of :class:`IKRequest` come from :data:`ik_layer.OPTION_SPECS` (see
+:mod:`ik_layer.server.options`). Checks that need the robot (the number of
+joints) live in :mod:`ik_layer.server.decode`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import math
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from ik_layer.server.options import option_model
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -26,14 +30,11 @@ __all__ = [
     "RobotsResponse",
 ]
 
-MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and seeds
-MAX_ITERATIONS = 10_000
-MAX_SEEDS = 64
+MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and warm starts
 _MIN_QUATERNION_NORM = 1e-6
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
 QuaternionPart = Annotated[float, Field(allow_inf_nan=False, ge=-1e6, le=1e6)]
-Tolerance = Annotated[float, Field(allow_inf_nan=False, gt=0, le=10)]
 Configuration = Annotated[list[Coordinate], Field(min_length=1, max_length=256)]
 
 _EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
@@ -63,8 +64,31 @@ class Pose(_Request):
         return [x / norm for x in value]
 
 
-class IKRequest(_Request):
-    """Targets to solve, optional warm starts and solver options (omitted: the server's defaults)."""
+class _IKTargets(_Request):
+    targets: list[Pose] = Field(min_length=1, description="end-effector targets T_base_ee")
+    warm_start: list[Configuration] | None = Field(
+        None, description="one warm-start configuration per target (dof values each) [rad or m]"
+    )
+
+    @model_validator(mode="after")
+    def _one_warm_start_per_target(self) -> _IKTargets:
+        if self.warm_start is not None and len(self.warm_start) != len(self.targets):
+            raise ValueError(
+                f"warm_start has {len(self.warm_start)} rows but there are {len(self.targets)} targets; "
+                "give one per target"
+            )
+        return self
+
+
+_IKOptions = option_model("IKOptions", _Request, optional=True)
+
+
+class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start, the solver options, return_gradient
+    """Targets to solve, optional warm starts and solver options (omitted: the server's defaults).
+
+    The solver options are the fields of :data:`ik_layer.OPTION_SPECS` (``num_seeds``, ``max_iterations``,
+    ``position_tolerance``...), each optional and checked against its bounds.
+    """
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -72,7 +96,7 @@ class IKRequest(_Request):
                 {"targets": [_EXAMPLE_POSE]},
                 {
                     "targets": [_EXAMPLE_POSE],
-                    "seed": [_EXAMPLE_Q],
+                    "warm_start": [_EXAMPLE_Q],
                     "position_tolerance": 1e-4,
                     "orientation_tolerance": 1e-3,
                     "max_iterations": 100,
@@ -82,25 +106,7 @@ class IKRequest(_Request):
         }
     )
 
-    targets: list[Pose] = Field(min_length=1, description="end-effector targets T_base_ee")
-    seed: list[Configuration] | None = Field(
-        None, description="one warm-start configuration per target (dof values each) [rad or m]"
-    )
-    position_tolerance: Tolerance | None = Field(None, description="success threshold on the position error [m]")
-    orientation_tolerance: Tolerance | None = Field(
-        None, description="success threshold on the orientation error [rad]"
-    )
-    max_iterations: int | None = Field(None, ge=0, le=MAX_ITERATIONS, description="iteration budget per target")
-    num_seeds: int | None = Field(None, ge=1, le=MAX_SEEDS, description="configurations tried per target")
     return_gradient: StrictBool = Field(False, description="also return dq/d(target twist), dof x 6, per solution")
-
-    @model_validator(mode="after")
-    def _one_seed_per_target(self) -> IKRequest:
-        if self.seed is not None and len(self.seed) != len(self.targets):
-            raise ValueError(
-                f"seed has {len(self.seed)} rows but there are {len(self.targets)} targets; give one per target"
-            )
-        return self
 
 
 class IKSolution(BaseModel):

@@ -10,24 +10,32 @@ import torch
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, CliApp, NoDecode, SettingsConfigDict
 
-from robots import builtin_robots
+from ik_layer import OPTION_SPECS, SolveOptions
+from ik_layer.robots import builtin_robots
+from ik_layer.server.options import option_model
 
 __all__ = ["Settings", "parse_settings"]
 
 
-class Settings(BaseSettings):
+_SolveDefaults = option_model("SolveDefaults", BaseSettings, optional=False)
+
+
+class Settings(_SolveDefaults):
     """Everything the server can be told; flags beat environment variables beat defaults.
 
     Robots are built-in names or ``path/to/robot.urdf:ee_frame`` (the frame is
     optional); the environment takes them comma-separated
     (``IK_LAYER_ROBOTS=ur5e,planar3``), the command line as ``--robots ur5e,planar3``.
+    The solver options (``--num-seeds``, ``IK_LAYER_MAX_ITERATIONS``...) are the
+    fields of :data:`ik_layer.OPTION_SPECS`, with its defaults and bounds; they
+    serve requests that leave an option out (see :meth:`solve_options`).
     """
 
     model_config = SettingsConfigDict(
         env_prefix="IK_LAYER_",
         extra="forbid",
         cli_kebab_case=True,
-        cli_prog_name="python -m server",
+        cli_prog_name="python -m ik_layer.server",
         cli_implicit_flags=True,
     )
 
@@ -43,10 +51,6 @@ class Settings(BaseSettings):
     max_wait_ms: float = Field(2.0, ge=0, le=10_000, description="how long a micro-batch waits to fill [ms]")
     queue_limit: int = Field(1024, ge=1, description="requests waiting per robot before 503")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body [bytes]")
-    num_seeds: int = Field(4, ge=1, le=64, description="default seeds per target")
-    max_iterations: int = Field(200, ge=0, le=10_000, description="default iteration budget")
-    position_tolerance: float = Field(1e-4, gt=0, le=1.0, description="default position tolerance [m]")
-    orientation_tolerance: float = Field(1e-3, gt=0, le=3.2, description="default orientation tolerance [rad]")
     torch_threads: int = Field(
         1, ge=0, description="torch intra-op threads while serving (0: torch's default); IK tensors are small"
     )
@@ -69,6 +73,10 @@ class Settings(BaseSettings):
         if value == "cuda" and not torch.cuda.is_available():
             raise ValueError("device 'cuda' asked for but torch sees no CUDA device; use 'cpu' or 'auto'")
         return value
+
+    def solve_options(self) -> SolveOptions:
+        """The solver options of a request that sets none."""
+        return SolveOptions(**{name: getattr(self, name) for name in OPTION_SPECS})
 
     def torch_device(self) -> torch.device:
         """The device to load robots on (``auto``: cuda if available)."""

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from ik_layer import Robot, RobotNotFound
-from server.batcher import MicroBatcher, ServiceUnavailable
-from server.metrics import Metrics
-from server.schemas import IKSolution
-from server.service import IKJob
-from server.settings import Settings
+from ik_layer.server.batch import MicroBatcher
+from ik_layer.server.decode import IKJob
+from ik_layer.server.exceptions import ServiceUnavailable
+from ik_layer.server.metrics import Metrics
+from ik_layer.server.schemas import IKSolution
+from ik_layer.server.settings import Settings
 
 __all__ = ["Loaded", "ServerState", "get_loaded", "get_state"]
 

@@ -5,18 +5,16 @@ Generic on purpose: nothing here knows about a particular test file.
 
 from __future__ import annotations
 
-import os
-import sysconfig
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from ik_layer.testing import example_robot_data_candidates, example_robot_data_dir
+
 SEED = 20240611
-_ERD_SUFFIX = Path("share", "example-robot-data", "robots")
 
 
 # --------------------------------------------------------------------------- randomness
@@ -36,53 +34,13 @@ def make_rng(seed: int = SEED) -> torch.Generator:
 # --------------------------------------------------------------------------- example-robot-data
 
 
-def _erd_candidates() -> list[Path]:
-    """Places example-robot-data's ``robots/`` directory may live, most specific first."""
-    found: list[Path] = []
-    env = os.environ.get("EXAMPLE_ROBOT_DATA_DIR")
-    if env:
-        found.append(Path(env))
-    try:  # The python package ships getModelPath-style helpers and lives next to the data.
-        import example_robot_data  # type: ignore[import-not-found]
-
-        for parent in Path(example_robot_data.__file__).resolve().parents:
-            found.append(parent / _ERD_SUFFIX)
-            if parent.name == "cmeel.prefix":
-                break
-    except ImportError:
-        pass
-    try:  # cmeel installs pinocchio under <site-packages>/cmeel.prefix/lib/.../pinocchio.
-        import pinocchio
-
-        for parent in Path(pinocchio.__file__).resolve().parents:
-            found.append(parent / _ERD_SUFFIX)
-            if parent.name == "cmeel.prefix":
-                break
-    except ImportError:
-        pass
-    for key in ("purelib", "platlib", "data"):
-        base = Path(sysconfig.get_paths()[key])
-        found += [base / "cmeel.prefix" / _ERD_SUFFIX, base / _ERD_SUFFIX]
-    found += [Path("/opt/openrobots") / _ERD_SUFFIX, Path("/usr/share/example-robot-data/robots")]
-    return found
-
-
-@lru_cache(maxsize=1)
-def erd_robots_dir() -> Path | None:
-    """example-robot-data's ``robots/`` directory, or None if it is not installed."""
-    for candidate in _erd_candidates():
-        if (candidate / "ur_description").is_dir():
-            return candidate
-    return None
-
-
 def erd_urdf_path(relative: str) -> Path:
     """Path of an example-robot-data URDF (e.g. ``ur_description/urdf/ur5_robot.urdf``); skip loudly if absent."""
-    root = erd_robots_dir()
+    root = example_robot_data_dir()
     if root is None:
         pytest.skip(
             "example-robot-data is not installed (pip install example-robot-data); looked in: "
-            + ", ".join(str(c) for c in _erd_candidates())
+            + ", ".join(str(c) for c in example_robot_data_candidates())
         )
     path = root / relative
     if not path.is_file():

@@ -18,7 +18,7 @@ from ik_layer import load_robot, solve
 from ik_layer.cli import main
 from ik_layer.io import POSE_COLUMNS
 from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
-from robots import builtin_robots
+from ik_layer.robots import builtin_robots
 
 ROOT = Path(__file__).resolve().parent.parent
 ROBOT = "panda"
@@ -92,18 +92,18 @@ def assert_reaches(robot, q: np.ndarray, poses: np.ndarray) -> None:
 def test_solve_round_trip_reaches_targets(tmp_path, robot, poses, suffix, capsys):
     targets = write_targets(tmp_path / f"targets{suffix}", poses)
     out = tmp_path / f"out{suffix}"
-    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--seed", "0", "--batch-size", "4"]) == 0
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--random-seed", "0", "--batch-size", "4"]) == 0
     result = read_result(out, robot.dof)
     assert result["success"].all() and len(result["q"]) == len(poses)
     assert_reaches(robot, result["q"], poses)
     assert "6/6 solved" in capsys.readouterr().err
 
 
-def test_solve_uses_seed_file_and_keeps_source_lines(tmp_path, robot, q_true, poses, capsys):
+def test_solve_uses_warm_start_file_and_keeps_source_lines(tmp_path, robot, q_true, poses, capsys):
     targets = write_targets(tmp_path / "targets.csv", poses)
     seeds = write_csv(tmp_path / "seeds.csv", robot.joint_names, q_true.tolist())
     out = tmp_path / "out.npz"
-    code = main(["solve", ROBOT, str(targets), "-o", str(out), "--seed-file", str(seeds), "--num-seeds", "1"])
+    code = main(["solve", ROBOT, str(targets), "-o", str(out), "--warm-start", str(seeds), "--num-seeds", "1"])
     assert code == 0
     result = read_result(out, robot.dof)
     assert (result["iterations"] <= 1).all()  # warm starts at the answers: solved at once
@@ -126,7 +126,7 @@ def test_fk_output_feeds_solve(tmp_path, robot, q_true):
     for suffix in (".npz", ".csv"):
         poses_file, out = tmp_path / f"poses{suffix}", tmp_path / f"out{suffix}"
         assert main(["fk", ROBOT, str(tmp_path / "q.npy"), "-o", str(poses_file)]) == 0
-        assert main(["solve", ROBOT, str(poses_file), "-o", str(out), "--seed", "1"]) == 0
+        assert main(["solve", ROBOT, str(poses_file), "-o", str(out), "--random-seed", "1"]) == 0
         assert_reaches(robot, read_result(out, robot.dof)["q"], matrix_to_pose(robot.fk(q_true)).numpy())
 
 
@@ -157,7 +157,7 @@ def test_nan_rows_refused_with_line_numbers(tmp_path, poses, capsys):
 def test_nan_rows_skipped_on_request(tmp_path, robot, poses, capsys):
     targets = _nan_targets(tmp_path, poses)
     out = tmp_path / "out.csv"
-    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--on-invalid", "skip", "--seed", "2"]) == 0
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--on-invalid", "skip", "--random-seed", "2"]) == 0
     assert "skipped 2 invalid row(s)" in capsys.readouterr().err
     result = read_result(out, robot.dof)
     assert result["line"].tolist() == [2, 4, 6, 7]

@@ -10,7 +10,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is needed to parse deploy/k8s.yaml")
 
-from server.settings import Settings  # noqa: E402
+from ik_layer.server.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,6 @@ Skipped (with the reason) when ``ray[serve]`` is not installed; it is an optiona
 from __future__ import annotations
 
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -19,22 +18,17 @@ try:
     import ray
     from ray import serve
 except ImportError as err:  # pragma: no cover - depends on the environment
-    pytest.skip(f"ray[serve] is not installed ({err}); pip install 'ray[serve]' to run this test", allow_module_level=True)
+    pytest.skip(f"ray[serve] is not installed ({err}); pip install 'ray[serve]' to run it", allow_module_level=True)
 
-from server.settings import Settings
+from ik_layer.server.settings import Settings  # noqa: E402
+from ik_layer.testing import free_port  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray's own pydantic v1-style fields
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ray_url():
-    from deploy.ray_serve import build_deployment
+    from ik_layer.deploy.ray_serve import build_deployment
 
     port = free_port()
     pythonpath = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
@@ -76,7 +70,7 @@ def test_ray_serve_answers_health_and_ik(ray_url: str) -> None:
 
 def test_replicas_follow_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """One replica per GPU with 1 GPU each; without GPUs (or device=cpu) one CPU replica."""
-    import deploy.ray_serve as rs
+    import ik_layer.deploy.ray_serve as rs
 
     def options(app):
         deployment = app._bound_deployment

@@ -54,8 +54,8 @@ def test_target_gradient_matches_finite_differences_of_resolved_ik(name: str) ->
     if name == "planar3":  # in-plane motions only: x, y, yaw
         twist_dirs = twist_dirs[[0, 1, 5]]
     for direction in twist_dirs:
-        plus = ik_layer.solve(robot, moved(target, h * direction), q0=q, **TIGHT).q
-        minus = ik_layer.solve(robot, moved(target, -h * direction), q0=q, **TIGHT).q
+        plus = ik_layer.solve(robot, moved(target, h * direction), warm_start=q, **TIGHT).q
+        minus = ik_layer.solve(robot, moved(target, -h * direction), warm_start=q, **TIGHT).q
         numeric = (plus - minus) / (2 * h)
         torch.testing.assert_close(grad @ direction, numeric, atol=1e-6, rtol=1e-5)
 
@@ -63,7 +63,7 @@ def test_target_gradient_matches_finite_differences_of_resolved_ik(name: str) ->
 def test_autograd_through_ik_equals_target_gradient() -> None:
     robot, q, target = reachable("ur5e", 3, seed=2)
     pose = matrix_to_pose(target).requires_grad_()
-    result = ik_layer.ik_solve(robot, pose, q0=q, **TIGHT)
+    result = ik_layer.ik_solve(robot, pose, warm_start=q, **TIGHT)
     assert bool(result.success.all())
     cotangent = torch.randn(3, robot.dof, dtype=F64, generator=torch.Generator().manual_seed(3))
     (grad_position,) = torch.autograd.grad(result.q, pose, cotangent)
@@ -76,7 +76,7 @@ def test_gradcheck_ik_on_six_dof_arm() -> None:
     pose = matrix_to_pose(target).requires_grad_()
 
     def solve(p: torch.Tensor) -> torch.Tensor:
-        return ik_layer.ik(robot, p, q0=q, **TIGHT)
+        return ik_layer.ik(robot, p, warm_start=q, **TIGHT)
 
     assert torch.autograd.gradcheck(solve, (pose,), eps=1e-6, atol=1e-5, rtol=1e-4)
 
@@ -100,7 +100,7 @@ def test_tool_offset_gradient_matches_finite_differences() -> None:
 
     def loss(t: torch.Tensor) -> torch.Tensor:
         tool = from_rotation_translation(eye, t)
-        return (weights * ik_layer.ik(robot, target, tool=tool, q0=q, **TIGHT)).sum()
+        return (weights * ik_layer.ik(robot, target, tool=tool, warm_start=q, **TIGHT)).sum()
 
     assert_gradient_matches_central_differences(loss, offset)
 
@@ -112,7 +112,7 @@ def test_base_transform_gradient_matches_finite_differences() -> None:
     target = from_rotation_translation(eye, base_pos) @ target_base
 
     def loss(p: torch.Tensor) -> torch.Tensor:
-        return ik_layer.ik(robot, target, base=from_rotation_translation(eye, p), q0=q, **TIGHT)[:, 2].sum()
+        return ik_layer.ik(robot, target, base=from_rotation_translation(eye, p), warm_start=q, **TIGHT)[:, 2].sum()
 
     assert_gradient_matches_central_differences(loss, base_pos)
 
@@ -134,7 +134,7 @@ def test_singular_configuration_gives_finite_gradient() -> None:
     robot = ik_layer.load_robot("ur5e")
     q = torch.tensor([[0.3, -1.2, 1.0, -1.4, 0.0, 0.7]], dtype=F64)  # wrist_2 = 0: wrist singularity
     target = robot.fk(q).requires_grad_()
-    result = ik_layer.ik_solve(robot, target, q0=q)
+    result = ik_layer.ik_solve(robot, target, warm_start=q)
     assert bool(result.success.all())
     result.q.sum().backward()
     assert torch.isfinite(target.grad).all()
@@ -143,9 +143,28 @@ def test_singular_configuration_gives_finite_gradient() -> None:
 
 def test_ik_layer_module_matches_function() -> None:
     robot, q, target = reachable("ur5e", 2, seed=10)
-    layer = ik_layer.IKLayer(robot, q0=q, **TIGHT)
-    torch.testing.assert_close(layer(target).q, ik_layer.ik(robot, target, q0=q, **TIGHT))
+    layer = ik_layer.IKLayer(robot, warm_start=q, **TIGHT)
+    torch.testing.assert_close(layer(target).q, ik_layer.ik(robot, target, warm_start=q, **TIGHT))
     assert list(layer.buffers())  # the robot's tensors move with the layer
+    assert layer.options == ik_layer.SolveOptions(**TIGHT)
+    from_options = ik_layer.IKLayer(robot, ik_layer.SolveOptions(**TIGHT), warm_start=q)
+    torch.testing.assert_close(from_options(target).q, layer(target).q, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["tool", "base"])
+def test_tool_or_base_batch_must_broadcast_to_the_targets(name: str) -> None:
+    robot, _, target = reachable("ur5e", 2, seed=11)
+    offsets = torch.eye(4, dtype=F64).expand(3, 4, 4)  # batch (3,) against targets (2,)
+    with pytest.raises(ik_layer.ShapeError, match=name):
+        ik_layer.ik(robot, target, **{name: offsets})
+    with pytest.raises(ik_layer.ShapeError, match=name):  # would widen the targets' batch
+        ik_layer.ik(robot, target[0], **{name: offsets[:2]})
+
+
+def test_ik_without_a_robot_raises() -> None:
+    _, _, target = reachable("ur5e", 1, seed=12)
+    with pytest.raises(ik_layer.IKLayerError, match="robot"):
+        ik_layer.ik(None, target)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -157,3 +176,11 @@ def test_examples_run_and_report_success(script: str, args: list[str]) -> None:
         [sys.executable, str(ROOT / script), *args], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("bad", [torch.int64, torch.float16, "gpu0"])
+def test_ik_layer_to_refuses_what_the_robot_refuses(bad: object) -> None:
+    layer = ik_layer.IKLayer(ik_layer.load_robot("planar3"))
+    with pytest.raises(ik_layer.IKLayerError):
+        layer.to(bad)
+    assert layer.robot.dtype == F64

@@ -10,7 +10,15 @@ import pytest
 
 import ik_layer
 
-PUBLIC_MODULES = ["ik_layer", "ik_layer.exceptions", "ik_layer.lie", "ik_layer.kinematics", "robots"]
+PUBLIC_MODULES = [
+    "ik_layer",
+    "ik_layer.exceptions",
+    "ik_layer.kinematics",
+    "ik_layer.lie",
+    "ik_layer.options",
+    "ik_layer.robots",
+    "ik_layer.testing",
+]
 
 
 def test_all_is_sorted_and_unique():
@@ -28,7 +36,7 @@ def test_no_public_name_left_out_of_all():
     public = {
         n
         for n, v in vars(ik_layer).items()
-        if not n.startswith("_") and not inspect.ismodule(v) and getattr(v, "__module__", "").split(".")[0] in ("ik_layer", "robots")
+        if not n.startswith("_") and not inspect.ismodule(v) and getattr(v, "__module__", "").split(".")[0] == "ik_layer"
     }
     assert public <= set(ik_layer.__all__), f"exported but not in __all__: {sorted(public - set(ik_layer.__all__))}"
 

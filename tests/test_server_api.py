@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import ik_layer
 from ik_layer.lie import matrix_to_pose, pose_to_matrix
-from server import Settings, create_app
+from ik_layer.server import Settings, create_app
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +140,7 @@ async def test_ik_solutions_reach_their_targets(
 async def test_ik_warm_start_at_the_answer_needs_no_iterations(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
     app, client = api
     q, targets = reachable(robot_of(app, "planar3"), 3)
-    body = {"targets": targets, "seed": q.tolist(), "position_tolerance": 1e-3, "orientation_tolerance": 1e-2}
+    body = {"targets": targets, "warm_start": q.tolist(), "position_tolerance": 1e-3, "orientation_tolerance": 1e-2}
     solutions = (await client.post("/v1/robots/planar3/ik", json=body)).json()["solutions"]
     assert [s["iterations"] for s in solutions] == [0, 0, 0]
     torch.testing.assert_close(torch.tensor([s["q"] for s in solutions], dtype=torch.float64), q)
@@ -271,15 +271,23 @@ BAD_IK = [
     ("missing orientation", {"targets": [{"position": [0, 0, 0]}]}, "orientation"),
     ("extra target field", {"targets": [{**GOOD_TARGET, "frame": "base"}]}, "frame"),
     ("extra field", ik_body(timeout=3), "timeout"),
-    ("seed of the wrong length", ik_body(seed=[[0.0, 0.0]]), "seed"),
-    ("seed of the wrong count", ik_body(seed=[[0.0, 0.0, 0.0]] * 2), "seed"),
-    ("seed with NaN", ik_body(seed=[["NaN", 0.0, 0.0]]), "seed"),
+    ("warm_start of the wrong length", ik_body(warm_start=[[0.0, 0.0]]), "warm_start"),
+    ("warm_start of the wrong count", ik_body(warm_start=[[0.0, 0.0, 0.0]] * 2), "warm_start"),
+    ("warm_start with NaN", ik_body(warm_start=[["NaN", 0.0, 0.0]]), "warm_start"),
+    ("the old name seed", ik_body(seed=[[0.0, 0.0, 0.0]]), "seed"),
     ("negative position tolerance", ik_body(position_tolerance=-1e-3), "position_tolerance"),
     ("zero orientation tolerance", ik_body(orientation_tolerance=0), "orientation_tolerance"),
     ("negative max_iterations", ik_body(max_iterations=-1), "max_iterations"),
     ("huge max_iterations", ik_body(max_iterations=10**9), "max_iterations"),
     ("fractional max_iterations", ik_body(max_iterations=2.5), "max_iterations"),
     ("zero num_seeds", ik_body(num_seeds=0), "num_seeds"),
+    ("num_seeds as a boolean", ik_body(num_seeds=True), "num_seeds"),
+    ("max_iterations as text", ik_body(max_iterations="3"), "max_iterations"),
+    ("integral max_iterations as a float", ik_body(max_iterations=3.0), "max_iterations"),
+    ("position_tolerance as text", ik_body(position_tolerance="1e-3"), "position_tolerance"),
+    ("orientation_tolerance as a boolean", ik_body(orientation_tolerance=True), "orientation_tolerance"),
+    ("zero restart_after", ik_body(restart_after=0), "restart_after"),
+    ("huge check_every", ik_body(check_every=10**6), "check_every"),
     ("return_gradient as text", ik_body(return_gradient="yes"), "return_gradient"),
 ]
 
@@ -325,7 +333,7 @@ async def test_too_many_targets_is_413(client: httpx.AsyncClient) -> None:
 
 
 async def test_oversized_bodies_are_refused_before_parsing(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
-    app, client = api
+    _, client = api
     blob = json.dumps({"targets": [GOOD_TARGET], "pad": "x" * 70_000}).encode()
     response = await client.post("/v1/robots/planar3/ik", content=blob, headers={"content-type": "application/json"})
     assert response.status_code == 413 and "limit of 65536 bytes" in response.json()["detail"]
@@ -361,7 +369,7 @@ async def test_bad_fk_requests_are_422_naming_the_field(
 async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(
     api: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
-    app, client = api
+    _, client = api
     await client.get("/health")
     await client.get("/metrics")
     await client.post("/v1/robots/planar3/ik", json={})

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from server.batcher import MicroBatcher, ServiceUnavailable
-from server.metrics import Metrics
+from ik_layer.server.batch import MicroBatcher
+from ik_layer.server.exceptions import ServiceUnavailable
+from ik_layer.server.metrics import Metrics
 
 pytestmark = pytest.mark.anyio
 

@@ -9,10 +9,10 @@ import torch
 from pydantic import ValidationError
 
 from ik_layer import FrameNotFound, RobotNotFound
-from robots import REGISTRY
-from server.run import serve
-from server.service import load_robots, parse_robot_spec
-from server.settings import Settings, parse_settings
+from ik_layer.robots import REGISTRY
+from ik_layer.server.loading import load_robots, parse_robot_spec
+from ik_layer.server.run import serve
+from ik_layer.server.settings import Settings, parse_settings
 
 
 def test_defaults_serve_the_builtin_robots_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:

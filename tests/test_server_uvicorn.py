@@ -1,21 +1,18 @@
-"""The real thing: ``python -m server`` under uvicorn on a free loopback port, a schemathesis run, clean shutdown."""
+"""The real thing: ``python -m ik_layer.server`` under uvicorn on a free port, a schemathesis run, clean shutdown."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from ik_layer.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = [
@@ -32,60 +29,20 @@ FLAGS = [
 ]
 
 
-@dataclass
-class Running:
-    process: subprocess.Popen[str]
-    url: str
-
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 20) -> tuple[int, str]:
-        """Send ``sig`` and return the exit status and everything the server printed."""
-        self.process.send_signal(sig)
-        output, _ = self.process.communicate(timeout=timeout)
-        return self.process.returncode, output
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(*flags: str, ready_within: float = 60) -> Running:
-    """Start ``python -m server`` and wait for ``/health`` to say ok."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "server", "--port", str(port), *FLAGS, *flags],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    running = Running(process, f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + ready_within
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{process.communicate()[0]}")
-        try:
-            if httpx.get(f"{running.url}/health", timeout=1).status_code == 200:
-                return running
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"server not ready after {ready_within} s:\n{process.communicate()[0]}")
+def start_server(*flags: str, ready_within: float = 60) -> ServerProcess:
+    """Start ``python -m ik_layer.server`` with the test flags and wait for ``/health`` to say ok."""
+    return ServerProcess.start([*FLAGS, *flags], ready_within=ready_within, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Running]:
+def server() -> Iterator[ServerProcess]:
     running = start_server()
     yield running
     if running.process.poll() is None:
         running.stop()
 
 
-def test_ik_over_real_http(server: Running) -> None:
+def test_ik_over_real_http(server: ServerProcess) -> None:
     health = httpx.get(f"{server.url}/health").json()
     assert health["status"] == "ok" and health["robots"] == ["planar3"]
     fk = httpx.post(f"{server.url}/v1/robots/planar3/fk", json={"q": [[0.3, -0.4, 0.5]]}).json()
@@ -93,7 +50,7 @@ def test_ik_over_real_http(server: Running) -> None:
     assert response.status_code == 200 and response.json()["solutions"][0]["success"] is True
 
 
-def test_schemathesis_finds_no_server_errors(server: Running) -> None:
+def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
     """Valid and invalid bodies generated from /openapi.json, for the loaded robot and a random name: no 5xx."""
     schemathesis = pytest.importorskip(
         "schemathesis", reason="schemathesis is not installed (pip install schemathesis)"

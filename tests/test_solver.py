@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, solve
+from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, SolveOptions, solve
 from ik_layer.lie import matrix_to_pose
 
 POS_TOL, ORI_TOL = 1e-4, 1e-3
@@ -188,11 +188,11 @@ def test_planar3_target_stays_in_plane() -> None:
 def test_warm_start_from_the_answer_takes_no_iteration(name: str) -> None:
     robot = robot_of(name)
     q, target = reachable(robot, (100,), seed=11)
-    res = solve(robot, target, q0=q, generator=gen(12))
+    res = solve(robot, target, warm_start=q, generator=gen(12))
     assert res.success.all()
     assert (res.iterations == 0).all()
     torch.testing.assert_close(res.q, q, rtol=0, atol=1e-12)
-    res0 = solve(robot, target, q0=q, max_iterations=0, generator=gen(12))
+    res0 = solve(robot, target, warm_start=q, max_iterations=0, generator=gen(12))
     assert res0.success.all() and (res0.iterations == 0).all()
 
 
@@ -201,7 +201,7 @@ def test_warm_start_near_the_answer_converges_in_few_iterations(name: str) -> No
     robot = robot_of(name)
     q, target = reachable(robot, (100,), seed=13)
     near = robot.wrap(q + 0.01 * torch.randn(q.shape, generator=gen(14), dtype=q.dtype))
-    res = solve(robot, target, q0=near, generator=gen(15))
+    res = solve(robot, target, warm_start=near, generator=gen(15))
     assert_verified(robot, res, target)
     assert res.iterations.max() <= 4
     assert res.iterations.double().median() <= 2
@@ -327,7 +327,7 @@ def test_continuous_joints_are_wrapped(continuous_robot: ik_layer.Robot) -> None
     assert_verified(robot, res, target, max_failures=1)
     # A warm start several turns away on the continuous joints comes back wrapped, already solved.
     turns = torch.tensor([0.0, 4 * math.pi, 0.0, -6 * math.pi], dtype=torch.float64)
-    res = solve(robot, target, q0=q + turns, generator=gen(31))
+    res = solve(robot, target, warm_start=q + turns, generator=gen(31))
     assert (res.iterations == 0).all()
     assert_in_limits(robot, res.q)
     torch.testing.assert_close(res.q, q, rtol=0, atol=1e-9)
@@ -376,17 +376,17 @@ def test_batch_shapes(shape: tuple[int, ...], form: str) -> None:
     assert res.success.all()
 
 
-def test_q0_and_posture_broadcast_from_dof() -> None:
+def test_warm_start_and_posture_broadcast_from_dof() -> None:
     robot = robot_of("panda")
     q, target = reachable(robot, (2, 3), seed=38)
     q0 = q[1, 2]
-    res = solve(robot, target, q0=q0, posture=q0, generator=gen(39))
+    res = solve(robot, target, warm_start=q0, posture=q0, generator=gen(39))
     assert res.q.shape == (2, 3, 7)
     assert res.success.all()
     assert res.iterations[1, 2] == 0
     torch.testing.assert_close(res.q[1, 2], q0, rtol=0, atol=1e-12)
-    # Per-target q0 (..., dof) broadcasts too.
-    res = solve(robot, target, q0=q, generator=gen(39))
+    # Per-target warm_start (..., dof) broadcasts too.
+    res = solve(robot, target, warm_start=q, generator=gen(39))
     assert (res.iterations == 0).all()
 
 
@@ -448,10 +448,10 @@ F64 = torch.float64
         ({"target": torch.tensor([[0.3, 0, 0.5, 0, 0, 0, 0]], dtype=F64)}, "target", NonFiniteError),
         ({"target": torch.eye(4)}, "target", IKLayerError),  # float32 target, float64 robot
         ({"target": np.eye(4)}, "target", ShapeError),
-        ({"q0": torch.zeros(5, dtype=F64)}, "q0", ShapeError),
-        ({"q0": torch.zeros(3, 6, dtype=F64)}, "q0", ShapeError),  # does not broadcast to (4,)
-        ({"q0": torch.zeros(6)}, "q0", IKLayerError),  # dtype mismatch
-        ({"q0": torch.full((6,), float("nan"), dtype=F64)}, "q0", NonFiniteError),
+        ({"warm_start": torch.zeros(5, dtype=F64)}, "warm_start", ShapeError),
+        ({"warm_start": torch.zeros(3, 6, dtype=F64)}, "warm_start", ShapeError),  # does not broadcast to (4,)
+        ({"warm_start": torch.zeros(6)}, "warm_start", IKLayerError),  # dtype mismatch
+        ({"warm_start": torch.full((6,), float("nan"), dtype=F64)}, "warm_start", NonFiniteError),
         ({"posture": torch.zeros(7, dtype=F64)}, "posture", ShapeError),
         ({"position_tolerance": -1e-4}, "position_tolerance", IKLayerError),
         ({"orientation_tolerance": 0.0}, "orientation_tolerance", IKLayerError),
@@ -462,11 +462,38 @@ F64 = torch.float64
         ({"weights": torch.zeros(6, dtype=F64)}, "weights", IKLayerError),
         ({"weights": torch.tensor([1.0, 1, 1, float("nan"), 1, 1], dtype=F64)}, "weights", IKLayerError),
         ({"num_seeds": 0}, "num_seeds", IKLayerError),
+        ({"num_seeds": True}, "num_seeds", IKLayerError),
         ({"max_iterations": -1}, "max_iterations", IKLayerError),
+        ({"max_iterations": 2.5}, "max_iterations", IKLayerError),
+        ({"max_iterations": 10**9}, "max_iterations", IKLayerError),
+        ({"restart_after": 0}, "restart_after", IKLayerError),
+        ({"seed": torch.zeros(6, dtype=F64)}, "unknown solver option", IKLayerError),
+        ({"options": {"num_seeds": 2}}, "options", IKLayerError),
+        ({"generator": 42}, "generator", IKLayerError),
+        ({"target": torch.tensor([[1e300, 0, 0, 0, 0, 0, 1]], dtype=F64)}, "target", IKLayerError),
     ],
 )
 def test_bad_inputs_raise_naming_the_argument(kwargs: dict, match: str, cls: type[Exception]) -> None:
     _raises(match, cls, **dict(kwargs))
+
+
+@pytest.mark.parametrize("robot", [None, "ur5e", object()])
+def test_robot_that_is_not_a_robot_raises(robot: object) -> None:
+    target = reachable(robot_of("ur5e"), (2,), seed=45)[1]
+    with pytest.raises(IKLayerError, match="robot"):
+        solve(robot, target)  # type: ignore[arg-type]
+
+
+def test_options_object_and_changes_combine() -> None:
+    robot = robot_of("ur5e")
+    _, target = reachable(robot, (8,), seed=45)
+    options = SolveOptions(num_seeds=2, max_iterations=0)
+    zero = solve(robot, target, options, generator=gen(45))
+    assert bool((zero.iterations == 0).all())
+    changed = solve(robot, target, options, max_iterations=200, generator=gen(45))
+    same = solve(robot, target, options.replace(max_iterations=200), generator=gen(45))
+    assert_verified(robot, changed, target)
+    torch.testing.assert_close(changed.q, same.q, rtol=0, atol=0)
 
 
 def test_zero_weights_on_one_target_only_raise() -> None:
@@ -509,5 +536,5 @@ def test_solve_leaves_its_inputs_alone() -> None:
     q, target = reachable(robot, (20,), seed=49)
     q0 = q + 0.05
     before = (target.clone(), q0.clone())
-    solve(robot, target, q0=q0, posture=q0, generator=gen(50))
+    solve(robot, target, warm_start=q0, posture=q0, generator=gen(50))
     assert torch.equal(target, before[0]) and torch.equal(q0, before[1])

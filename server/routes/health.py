@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from server.schemas import HealthResponse
-from server.state import ServerState, get_state
+from ik_layer.server.schemas import HealthResponse
+from ik_layer.server.state import ServerState, get_state
 
 __all__ = ["router"]
 

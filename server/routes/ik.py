@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from server.schemas import ERROR_RESPONSES, IKRequest, IKResponse
-from server.service import ik_job
-from server.state import Loaded, ServerState, get_loaded, get_state
+from ik_layer.server.decode import ik_job
+from ik_layer.server.schemas import ERROR_RESPONSES, IKRequest, IKResponse
+from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
 
 __all__ = ["router"]
 

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
-from server.metrics import CONTENT_TYPE_LATEST
-from server.state import ServerState, get_state
+from ik_layer.server.metrics import CONTENT_TYPE_LATEST
+from ik_layer.server.state import ServerState, get_state
 
 __all__ = ["router"]
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from server.batcher import ServiceUnavailable
-from server.schemas import ErrorResponse, RobotsResponse
-from server.service import robot_info
-from server.state import ServerState, get_state
+from ik_layer.server.encode import robot_info
+from ik_layer.server.exceptions import ServiceUnavailable
+from ik_layer.server.schemas import ErrorResponse, RobotsResponse
+from ik_layer.server.state import ServerState, get_state
 
 __all__ = ["router"]
 

@@ -1,4 +1,4 @@
-"""Shared timing helper of the benchmark scripts (run as ``python bench/<script>.py``)."""
+"""Shared helpers of the benchmark scripts (run as ``python bench/<script>.py``): timing, threads, tables."""
 
 from __future__ import annotations
 
@@ -39,3 +39,9 @@ def apply_threads_and_describe(threads: int | None) -> str:
     if threads:
         torch.set_num_threads(threads)
     return f"torch {torch.__version__} ({torch.get_num_threads()} threads), {platform.processor() or platform.machine()}, CPU"
+
+
+def markdown_table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
+    """A Markdown table; the first ``text_columns`` columns align left, the others (numbers) right."""
+    rule = "|" + "|".join("---" if i < text_columns else "---:" for i in range(len(header))) + "|"
+    return "\n".join(["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(row) + " |" for row in rows)])

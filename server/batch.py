@@ -25,16 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from server.metrics import Metrics
+from ik_layer.server.exceptions import ServiceUnavailable
+from ik_layer.server.metrics import Metrics
 
-__all__ = ["MicroBatcher", "ServiceUnavailable"]
+__all__ = ["MicroBatcher"]
 
 P = TypeVar("P")
 R = TypeVar("R")
-
-
-class ServiceUnavailable(Exception):
-    """The request cannot be queued now (line full, or shutting down); answered with 503."""
 
 
 @dataclass(eq=False)
