@@ -38,7 +38,8 @@ def apply_threads_and_describe(threads: int | None) -> str:
     """Set torch's thread count (if given) and describe the machine in one line."""
     if threads:
         torch.set_num_threads(threads)
-    return f"torch {torch.__version__} ({torch.get_num_threads()} threads), {platform.processor() or platform.machine()}, CPU"
+    machine = platform.processor() or platform.machine()
+    return f"torch {torch.__version__} ({torch.get_num_threads()} threads), {machine}, CPU"
 
 
 def markdown_table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> str:

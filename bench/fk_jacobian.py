@@ -28,11 +28,11 @@ from collections.abc import Callable
 import numpy as np
 import pinocchio as pin
 import torch
+from common import markdown_table, time_call
 
 import ik_layer
 from ik_layer.lie import vee
 from ik_layer.robots import REGISTRY
-from common import markdown_table, time_call
 
 ROBOTS = ["panda", "ur5e"]
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -109,7 +109,7 @@ def bench_robot(name: str, batches: list[int], budget_s: float, rows: list[list[
         q = robot.random_q((256,), generator=gen)
         pose, jac = robot.fk_jacobian(q)
         pk_jac, pk_pose = chain.jacobian(q, ret_eef_pose=True)
-        pin_name, pin_a, pin_b = pinocchio_runner(robot64, q.double())
+        _pin_name, pin_a, pin_b = pinocchio_runner(robot64, q.double())
         pin_out = pin_a()
         pin_pose = torch.tensor(np.array([p for p, _ in pin_out]), dtype=dtype)
         pin_jac = torch.tensor(np.array([j for _, j in pin_out]), dtype=dtype)

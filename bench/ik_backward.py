@@ -29,7 +29,9 @@ def timed(fn) -> tuple[float, object]:
     return sorted(times)[1], out
 
 
-def unrolled_gauss_newton(robot: ik_layer.Robot, target: torch.Tensor, q: torch.Tensor, iterations: int) -> torch.Tensor:
+def unrolled_gauss_newton(
+    robot: ik_layer.Robot, target: torch.Tensor, q: torch.Tensor, iterations: int
+) -> torch.Tensor:
     """Damped Gauss-Newton from ``q`` with autograd recording every iteration."""
     eye = torch.eye(robot.dof, dtype=q.dtype)
     for _ in range(iterations):
@@ -84,9 +86,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     generator = torch.Generator().manual_seed(0)
-    print(f"batch {args.batch}, float64, CPU, {args.threads} thread(s); unrolled: {args.unrolled_iterations} GN iterations\n")
-    print("| robot | forward solve [ms] | implicit backward [ms] | backward / forward | unrolled fwd+bwd [ms] "
-          "| unrolled / implicit backward | unrolled vs implicit grad (median rel. diff) |")
+    print(
+        f"batch {args.batch}, float64, CPU, {args.threads} thread(s); "
+        f"unrolled: {args.unrolled_iterations} GN iterations\n"
+    )
+    print(
+        "| robot | forward solve [ms] | implicit backward [ms] | backward / forward | unrolled fwd+bwd [ms] "
+        "| unrolled / implicit backward | unrolled vs implicit grad (median rel. diff) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in args.robots:
         r = run(name, args.batch, args.unrolled_iterations, generator)

@@ -30,15 +30,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-
 from common import markdown_table
 
 from ik_layer import load_robot, solve
 from ik_layer.lie import pose_error
 
 DEFAULT_BATCHES = (1_000, 10_000, 100_000, 1_000_000)
-_OOM = (torch.cuda.OutOfMemoryError, torch.OutOfMemoryError) if hasattr(torch, "OutOfMemoryError") else (
-    torch.cuda.OutOfMemoryError,
+_OOM = (
+    (torch.cuda.OutOfMemoryError, torch.OutOfMemoryError)
+    if hasattr(torch, "OutOfMemoryError")
+    else (torch.cuda.OutOfMemoryError,)
 )
 
 
@@ -96,12 +97,12 @@ def verify(robot64, q: torch.Tensor, target64: torch.Tensor, tol: tuple[float, f
 def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budget_s: float, args) -> list[dict]:
     rows: list[dict] = []
     tol = (args.position_tolerance, args.orientation_tolerance)
-    options = dict(
-        num_seeds=args.num_seeds,
-        max_iterations=args.max_iterations,
-        position_tolerance=tol[0],
-        orientation_tolerance=tol[1],
-    )
+    options = {
+        "num_seeds": args.num_seeds,
+        "max_iterations": args.max_iterations,
+        "position_tolerance": tol[0],
+        "orientation_tolerance": tol[1],
+    }
     gen64 = torch.Generator(device=device).manual_seed(1)
     deadline = time.monotonic() + budget_s
     last: tuple[int, float] | None = None
@@ -133,7 +134,7 @@ def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budge
             if device.type == "cuda":
                 row["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
             last = (n, seconds)
-            del result, verified, target, target64
+            del result, verified
         except _OOM:
             row.update(skipped="out of memory")
         rows.append(row)

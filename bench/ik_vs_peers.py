@@ -60,7 +60,6 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import torch
-
 from common import markdown_table
 
 import ik_layer
@@ -131,7 +130,7 @@ def pin_errors(model: pin.Model, frame: str, q_pin: np.ndarray, targets: np.ndar
     data = model.createData()
     fid = model.getFrameId(frame)
     pos, ori = np.empty(len(q_pin)), np.empty(len(q_pin))
-    for i, (qi, t) in enumerate(zip(q_pin, targets)):
+    for i, (qi, t) in enumerate(zip(q_pin, targets, strict=False)):
         pin.forwardKinematics(model, data, qi)
         pin.updateFramePlacements(model, data)
         m = data.oMf[fid]
@@ -162,9 +161,7 @@ def succeeded(pos: np.ndarray, ori: np.ndarray, tolerance: tuple[float, float] =
     return (pos <= tolerance[0]) & (ori <= tolerance[1])
 
 
-def summarize(
-    robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray, **fields
-) -> Row:
+def summarize(robot: ik_layer.Robot, q: torch.Tensor, targets: np.ndarray, **fields) -> Row:
     """Check joint configurations (n, dof) with Pinocchio (:func:`verify`) and fill a :class:`Row`."""
     pos, ori, in_limits = verify(robot, q, targets)
     strict, loose = succeeded(pos, ori, STRICT), succeeded(pos, ori, LOOSE)
@@ -206,8 +203,14 @@ def solve_ik_layer(
 ) -> ik_layer.IKResult:
     """``ik_layer.solve`` with its defaults (4 seeds per target) and an iteration ``budget``."""
     generator = torch.Generator(robot.device).manual_seed(seed)
-    return ik_layer.solve(robot, targets.to(robot.dtype), max_iterations=budget, generator=generator,
-                          position_tolerance=STRICT[0], orientation_tolerance=STRICT[1])
+    return ik_layer.solve(
+        robot,
+        targets.to(robot.dtype),
+        max_iterations=budget,
+        generator=generator,
+        position_tolerance=STRICT[0],
+        orientation_tolerance=STRICT[1],
+    )
 
 
 def run_ik_layer(
@@ -241,9 +244,7 @@ def pk_chain(name: str, dtype: torch.dtype):
     return pk.build_serial_chain_from_urdf(urdf, REGISTRY[name].ee_frame).to(dtype=dtype)
 
 
-def solve_pk(
-    robot: ik_layer.Robot, targets: torch.Tensor, settings: dict | None = None
-) -> tuple[torch.Tensor, dict]:
+def solve_pk(robot: ik_layer.Robot, targets: torch.Tensor, settings: dict | None = None) -> tuple[torch.Tensor, dict]:
     """pk's ``PseudoInverseIK`` in float64 on targets (n, 4, 4) with ``settings`` (default :data:`PK_SETTINGS`).
 
     Returns q (n, dof), clamped to Pinocchio's limits, and pk's own iteration count and success rate.
@@ -340,8 +341,9 @@ def solve_clik(
     rng = np.random.default_rng(SEED + 3)
     out, iters = [], []
     for t in np.asarray(targets, dtype=np.float64):
-        q, it = clik_one(model, data, fid, pin.SE3(t[:3, :3].copy(), t[:3, 3].copy()), rng, budget, restart_every,
-                         **settings)
+        q, it = clik_one(
+            model, data, fid, pin.SE3(t[:3, :3].copy(), t[:3, 3].copy()), rng, budget, restart_every, **settings
+        )
         out.append(q)
         iters.append(it)
     return torch.as_tensor(np.array(out), dtype=torch.float64), iters  # nq == dof: no continuous joints
@@ -369,8 +371,20 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
 
     for label, dtype in (("ik-layer f64", torch.float64), ("ik-layer f32", torch.float32)):
         q, seconds, extra = run_ik_layer(name, dtype, q_true, targets, repeats)
-        rows.append(summarize(robot, q, targets_np, solver=label, batch=batch, timed=batch, seconds=seconds,
-                              solves_per_s=batch / seconds, repeats=repeats, extra=extra))
+        rows.append(
+            summarize(
+                robot,
+                q,
+                targets_np,
+                solver=label,
+                batch=batch,
+                timed=batch,
+                seconds=seconds,
+                solves_per_s=batch / seconds,
+                repeats=repeats,
+                extra=extra,
+            )
+        )
         log(rows[-1])
 
     if not args.no_pk:
@@ -378,17 +392,41 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
         pk_repeats = 1 if batch == largest else repeats
         q, seconds, extra = run_pk(name, robot, targets[:pk_batch], pk_repeats, PK_SETTINGS)
         note = "" if pk_batch == batch else f"first {pk_batch} targets"
-        rows.append(summarize(robot, q, targets_np[:pk_batch], solver="pk PseudoInverseIK", batch=batch,
-                              timed=pk_batch, seconds=seconds, solves_per_s=pk_batch / seconds,
-                              repeats=pk_repeats, notes=note, extra=extra))
+        rows.append(
+            summarize(
+                robot,
+                q,
+                targets_np[:pk_batch],
+                solver="pk PseudoInverseIK",
+                batch=batch,
+                timed=pk_batch,
+                seconds=seconds,
+                solves_per_s=pk_batch / seconds,
+                repeats=pk_repeats,
+                notes=note,
+                extra=extra,
+            )
+        )
         log(rows[-1])
 
     if not args.no_clik:
         subset = min(batch, args.clik_subset)
         q, seconds, extra = run_clik(robot, targets_np[:subset], args.clik_restart, CLIK_SETTINGS)
-        rows.append(summarize(robot, q, targets_np[:subset], solver="pinocchio CLIK", batch=batch, timed=subset,
-                              seconds=seconds, solves_per_s=subset / seconds, repeats=1,
-                              notes=f"{subset} targets, one at a time, extrapolated", extra=extra))
+        rows.append(
+            summarize(
+                robot,
+                q,
+                targets_np[:subset],
+                solver="pinocchio CLIK",
+                batch=batch,
+                timed=subset,
+                seconds=seconds,
+                solves_per_s=subset / seconds,
+                repeats=1,
+                notes=f"{subset} targets, one at a time, extrapolated",
+                extra=extra,
+            )
+        )
         log(rows[-1])
 
     by_label = {r.solver: r for r in rows}
@@ -424,9 +462,17 @@ def markdown(rows: list[Row]) -> str:
     ratio = lambda x: "" if x is None else f"{x:.1f}x"  # noqa: E731
     cells = [
         [
-            r.solver + (f" ({r.notes})" if r.notes else ""), r.robot, str(r.batch), pct(r.success_strict),
-            pct(r.success_loose), pct(r.in_limits), f"{sci(r.pos_median)} / {sci(r.pos_p99)}",
-            f"{sci(r.ori_median)} / {sci(r.ori_p99)}", f"{r.solves_per_s:,.0f}", ratio(r.ratio_f64), ratio(r.ratio_f32),
+            r.solver + (f" ({r.notes})" if r.notes else ""),
+            r.robot,
+            str(r.batch),
+            pct(r.success_strict),
+            pct(r.success_loose),
+            pct(r.in_limits),
+            f"{sci(r.pos_median)} / {sci(r.pos_p99)}",
+            f"{sci(r.ori_median)} / {sci(r.ori_p99)}",
+            f"{r.solves_per_s:,.0f}",
+            ratio(r.ratio_f64),
+            ratio(r.ratio_f32),
         ]
         for r in rows
     ]
@@ -447,7 +493,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every solver (default: torch's)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
     args = parser.parse_args(argv)
-    if any(b < 1 for b in args.batch or []) or args.clik_subset < 1 or args.clik_restart < 1 or args.repeats < 0 or args.threads < 0:
+    if (
+        any(b < 1 for b in args.batch or [])
+        or args.clik_subset < 1
+        or args.clik_restart < 1
+        or args.repeats < 0
+        or args.threads < 0
+    ):
         parser.error("batch sizes, --clik-subset and --clik-restart must be positive, --repeats >= 0")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -464,8 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(rows)
     print(table)
     total = time.perf_counter() - start
-    print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, total {total:.0f} s", file=sys.stderr)
+    print(
+        f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, total {total:.0f} s",
+        file=sys.stderr,
+    )
     if args.json:
         meta = {
             "torch": torch.__version__,

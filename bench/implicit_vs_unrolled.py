@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable
 
 import torch
+from common import apply_threads_and_describe, benchmark_parser, markdown_table
 from torch import Tensor
 
 from ik_layer.implicit import implicit_inverse
-from common import apply_threads_and_describe, benchmark_parser, markdown_table
 
 
 def arm(q: Tensor, links: Tensor) -> Tensor:
@@ -46,18 +46,14 @@ def arm_jacobian(q: Tensor, links: Tensor) -> Tensor:
     return torch.stack([dx, dy], -2)
 
 
-def gauss_newton(
-    x: Tensor, start: Tensor, links: Tensor, iterations: int, damping: float = 1e-9
-) -> Tensor:
+def gauss_newton(x: Tensor, start: Tensor, links: Tensor, iterations: int, damping: float = 1e-9) -> Tensor:
     """Minimum-norm Gauss-Newton steps ``q -= J^T (J J^T + damping I)^-1 (f(q) - x)``."""
     q = start
     eye = torch.eye(2, dtype=x.dtype)
     for _ in range(iterations):
         jac = arm_jacobian(q, links)
         error = (arm(q, links) - x).unsqueeze(-1)
-        q = q - (
-            jac.mT @ torch.linalg.solve(jac @ jac.mT + damping * eye, error)
-        ).squeeze(-1)
+        q = q - (jac.mT @ torch.linalg.solve(jac @ jac.mT + damping * eye, error)).squeeze(-1)
     return q
 
 
@@ -117,9 +113,7 @@ def bench_problem(label: str, links: Tensor, batch: int) -> list[list[str]]:
             return torch.autograd.grad(loss(solve(x, iters)), x)[0]
 
         def implicit(iters: int = iterations, x: Tensor = x) -> Tensor:
-            q = implicit_inverse(
-                x, lambda t: solve(t, iters), forward_fn=lambda q: arm(q, links)
-            )
+            q = implicit_inverse(x, lambda t: solve(t, iters), forward_fn=lambda q: arm(q, links))
             return torch.autograd.grad(loss(q), x)[0]
 
         diff = (unrolled() - implicit()).abs().max().item()
@@ -150,9 +144,7 @@ def main() -> None:
         rows += bench_problem(label, links, args.batch)
     header = ["arm", "iterations", "max residual [m]", "unrolled [ms]", "implicit [ms]", "unrolled / implicit",
               "unrolled saved [MiB]", "max abs grad diff"]  # fmt: skip
-    print(
-        f"\nForward + backward of d loss / d x through Gauss-Newton, batch {args.batch:,}, float64\n"
-    )
+    print(f"\nForward + backward of d loss / d x through Gauss-Newton, batch {args.batch:,}, float64\n")
     print(markdown_table(header, rows))
 
 

@@ -30,14 +30,13 @@ import itertools
 from collections.abc import Callable
 
 import torch
+from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 from torch import Tensor, nn
 
 from ik_layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
-from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 BIG = (6, 256, 256, 7)
 SMALL = (2, 64, 64, 2)  # the learned forward map of examples/invert_learned_model.py
-
 
 
 def mlp(widths: tuple[int, ...], dtype: torch.dtype) -> nn.Sequential:
@@ -57,26 +56,19 @@ def arm_residual(q: Tensor) -> Tensor:
     """Tip of a planar 3-link arm minus a fixed target: (..., 3) -> (..., 2)."""
     links = torch.tensor([1.0, 0.8, 0.5], dtype=q.dtype)
     angles = torch.cumsum(q, -1)
-    tip = torch.stack(
-        [(links * torch.cos(angles)).sum(-1), (links * torch.sin(angles)).sum(-1)], -1
-    )
+    tip = torch.stack([(links * torch.cos(angles)).sum(-1), (links * torch.sin(angles)).sum(-1)], -1)
     return tip - 0.5
 
 
 def vmap_jacrev(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
-    return torch.func.vmap(
-        torch.func.jacrev(lambda row: fn(row.unsqueeze(0)).squeeze(0))
-    )
+    return torch.func.vmap(torch.func.jacrev(lambda row: fn(row.unsqueeze(0)).squeeze(0)))
 
 
 def per_output_backward(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     x = x.detach().requires_grad_(True)
     with torch.enable_grad():
         y = fn(x)
-        rows = [
-            torch.autograd.grad(y[:, i].sum(), x, retain_graph=True)[0]
-            for i in range(y.shape[-1])
-        ]
+        rows = [torch.autograd.grad(y[:, i].sum(), x, retain_graph=True)[0] for i in range(y.shape[-1])]
     return torch.stack(rows, -2)
 
 
@@ -84,13 +76,9 @@ def per_sample(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     return torch.stack([torch.autograd.functional.jacobian(fn, row) for row in x])
 
 
-def bench_mlp(
-    widths: tuple[int, ...], batch: int, dtype: torch.dtype, budget_s: float
-) -> list[list[str]]:
+def bench_mlp(widths: tuple[int, ...], batch: int, dtype: torch.dtype, budget_s: float) -> list[list[str]]:
     model = mlp(widths, dtype)
-    x = torch.randn(
-        batch, widths[0], dtype=dtype, generator=torch.Generator().manual_seed(1)
-    )
+    x = torch.randn(batch, widths[0], dtype=dtype, generator=torch.Generator().manual_seed(1))
     methods: dict[str, Callable[[], Tensor]] = {
         "sequential_jacobian": lambda: sequential_jacobian(model, x),
         "vmap(jacrev)": lambda: vmap_jacrev(model)(x),
@@ -103,9 +91,7 @@ def bench_mlp(
     times: dict[str, float] = {}
     for name, fn in methods.items():
         diff = (fn() - reference).abs().max().item()
-        times[name] = time_call(
-            fn, budget_s, repeats=3 if name == "per-sample loop" else 5
-        )
+        times[name] = time_call(fn, budget_s, repeats=3 if name == "per-sample loop" else 5)
         ratio = times[name] / times["sequential_jacobian"]
         dtype_name = str(dtype).removeprefix("torch.")
         rows.append(
@@ -118,9 +104,7 @@ def bench_mlp(
                 f"{diff:.1e}",
             ]
         )
-        print(
-            f"  {name:<28} {times[name]:>12,.0f} us  ({ratio:.1f}x)  max|diff| {diff:.1e}"
-        )
+        print(f"  {name:<28} {times[name]:>12,.0f} us  ({ratio:.1f}x)  max|diff| {diff:.1e}")
     return rows
 
 
@@ -132,21 +116,14 @@ def bench_strategies(batches: list[int], budget_s: float) -> list[list[str]]:
     rows = []
     for name, fn, width, dtype in cases:
         for batch in batches:
-            x = torch.randn(
-                batch, width, dtype=dtype, generator=torch.Generator().manual_seed(2)
-            )
+            x = torch.randn(batch, width, dtype=dtype, generator=torch.Generator().manual_seed(2))
             times = {}
             for strategy in JacobianStrategy:
                 times[strategy] = time_call(
                     lambda f=fn, t=x, s=strategy: batch_jacobian(f, t, strategy=s),
                     budget_s,
                 )
-            diff = (
-                (batch_jacobian(fn, x) - batch_jacobian(fn, x, strategy="vmap"))
-                .abs()
-                .max()
-                .item()
-            )
+            diff = (batch_jacobian(fn, x) - batch_jacobian(fn, x, strategy="vmap")).abs().max().item()
             t_sum, t_vmap = times[JacobianStrategy.SUM], times[JacobianStrategy.VMAP]
             rows.append(
                 [
@@ -158,17 +135,13 @@ def bench_strategies(batches: list[int], budget_s: float) -> list[list[str]]:
                     f"{diff:.1e}",
                 ]
             )
-            print(
-                f"  {name:<18} batch {batch:>6}: sum {t_sum:>10,.0f} us  vmap {t_vmap:>10,.0f} us"
-            )
+            print(f"  {name:<18} batch {batch:>6}: sum {t_sum:>10,.0f} us  vmap {t_vmap:>10,.0f} us")
     return rows
 
 
 def main() -> None:
     parser = benchmark_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--budget", type=float, default=0.4, help="seconds of timing per measurement"
-    )
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds of timing per measurement")
     args = parser.parse_args()
     print(apply_threads_and_describe(args.threads) + "\n")
     mlp_rows = []
@@ -181,9 +154,7 @@ def main() -> None:
         mlp_rows += bench_mlp(widths, 1000, dtype, args.budget)
     print("\nbatch_jacobian strategies")
     strategy_rows = bench_strategies([1, 1000, 10_000], args.budget / 2)
-    print(
-        "\nPer-sample Jacobians of the MLP at batch 1k (time per call; ratio vs sequential_jacobian)\n"
-    )
+    print("\nPer-sample Jacobians of the MLP at batch 1k (time per call; ratio vs sequential_jacobian)\n")
     print(
         markdown_table(
             ["model", "method", "dtype", "time [us]", "vs sequential", "max abs diff"],

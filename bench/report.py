@@ -33,14 +33,14 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import ik_vs_peers as peers  # noqa: E402  (bench/ is on sys.path when this file runs as a script)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch import Tensor  # noqa: E402
+import ik_vs_peers as peers
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import Tensor
 
-from ik_layer import Robot, load_robot  # noqa: E402
-from ik_layer.robots import REGISTRY  # noqa: E402
+from ik_layer import Robot, load_robot
+from ik_layer.robots import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISH_DIR = ROOT / "docs" / "img"
@@ -67,7 +67,12 @@ class Sizes:
 
 
 QUICK = Sizes(
-    targets=24, budgets=(3, 10, 30), batch_sizes=(1, 16, 128), clik_targets=8, min_seconds=0.0, min_calls=1,
+    targets=24,
+    budgets=(3, 10, 30),
+    batch_sizes=(1, 16, 128),
+    clik_targets=8,
+    min_seconds=0.0,
+    min_calls=1,
     throughput_budget=30,
 )
 FULL = Sizes(
@@ -217,20 +222,32 @@ def plot_success(acc: Accuracy, robot: str, path: Path) -> Path:
     fig, ax = _figure()
     for name, rates in acc.success.items():
         ax.plot(acc.budgets, [100 * r for r in rates], marker="o", label=name)
-    ax.set(xscale="log", xlabel="iteration budget", ylabel="success [%]", ylim=(0, 101),
-           title=f"{robot}: success at {TOL[0]:g} m / {TOL[1]:g} rad")
+    ax.set(
+        xscale="log",
+        xlabel="iteration budget",
+        ylabel="success [%]",
+        ylim=(0, 101),
+        title=f"{robot}: success at {TOL[0]:g} m / {TOL[1]:g} rad",
+    )
     ax.set_xticks(acc.budgets, [str(b) for b in acc.budgets])
     ax.legend()
     return _save(fig, path)
 
 
-def plot_throughput(rates: dict[str, list[float]], batch_sizes: Sequence[int], robot: str, budget: int, path: Path) -> Path:
+def plot_throughput(
+    rates: dict[str, list[float]], batch_sizes: Sequence[int], robot: str, budget: int, path: Path
+) -> Path:
     """Solves/s vs batch size, log-log."""
     fig, ax = _figure()
     for name, values in rates.items():
         ax.plot(batch_sizes, values, marker="o", linestyle="--" if name == "pinocchio-clik" else "-", label=name)
-    ax.set(xscale="log", yscale="log", xlabel="batch size [targets]", ylabel="solves / s",
-           title=f"{robot}: throughput (budget {budget})")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch size [targets]",
+        ylabel="solves / s",
+        title=f"{robot}: throughput (budget {budget})",
+    )
     ax.legend()
     return _save(fig, path)
 
@@ -277,16 +294,23 @@ def plot_server(runs: list[dict[str, float]], path: Path) -> Path:
 
 def _percent_table(acc: Accuracy) -> list[str]:
     lines = ["| solver | " + " | ".join(f"{b} it" for b in acc.budgets) + " |", "|---|" + "---:|" * len(acc.budgets)]
-    lines += [f"| {name} | " + " | ".join(f"{100 * r:.1f} %" for r in rates) + " |" for name, rates in acc.success.items()]
+    lines += [
+        f"| {name} | " + " | ".join(f"{100 * r:.1f} %" for r in rates) + " |" for name, rates in acc.success.items()
+    ]
     return lines
 
 
 def _error_table(acc: Accuracy) -> list[str]:
-    lines = ["| solver | median pos [m] | p99 pos [m] | median ori [rad] | p99 ori [rad] |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| solver | median pos [m] | p99 pos [m] | median ori [rad] | p99 ori [rad] |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name in acc.position:
         pos, ori = acc.position[name], acc.orientation[name]
-        lines.append(f"| {name} | {np.median(pos):.1e} | {np.quantile(pos, 0.99):.1e} "
-                     f"| {np.median(ori):.1e} | {np.quantile(ori, 0.99):.1e} |")
+        lines.append(
+            f"| {name} | {np.median(pos):.1e} | {np.quantile(pos, 0.99):.1e} "
+            f"| {np.median(ori):.1e} | {np.quantile(ori, 0.99):.1e} |"
+        )
     return lines
 
 
@@ -298,19 +322,31 @@ def _throughput_table(rates: dict[str, list[float]], batch_sizes: Sequence[int])
 
 def _server_table(runs: list[dict[str, float]]) -> list[str]:
     lines = ["| clients | batching | requests/s | p99 [ms] |", "|---:|---|---:|---:|"]
-    lines += [f"| {r['clients']} | {'on' if r['batching'] else 'off'} | {r['throughput_rps']:,.0f} | {r['p99_ms']:.1f} |"
-              for r in runs]
+    lines += [
+        f"| {r['clients']} | {'on' if r['batching'] else 'off'} | {r['throughput_rps']:,.0f} | {r['p99_ms']:.1f} |"
+        for r in runs
+    ]
     return lines
 
 
-def write_report(out: Path, command: str, robot: str, sizes: Sizes, acc: Accuracy, rates: dict[str, list[float]],
-                 figures: dict[str, Path], server_runs: list[dict[str, float]] | None) -> Path:
+def write_report(
+    out: Path,
+    command: str,
+    robot: str,
+    sizes: Sizes,
+    acc: Accuracy,
+    rates: dict[str, list[float]],
+    figures: dict[str, Path],
+    server_runs: list[dict[str, float]] | None,
+) -> Path:
     """Write ``out/REPORT.md``: tables beside the plots and the command that made them."""
     image = lambda key: f"![{key}]({figures[key].name})"  # noqa: E731
     pk, clik = peers.PK_SETTINGS, peers.CLIK_SETTINGS
     text = [
-        "# ik-layer benchmark report", "",
-        f"Regenerate: `{command}`", "",
+        "# ik-layer benchmark report",
+        "",
+        f"Regenerate: `{command}`",
+        "",
         f"Robot `{robot}`, CPU threads: {torch.get_num_threads()}, torch {torch.__version__}, float64. "
         f"Targets: FK of random configurations inside the limits (seed {SEED}); "
         f"success = position error <= {TOL[0]:g} m and orientation error <= {TOL[1]:g} rad, "
@@ -320,20 +356,41 @@ def write_report(out: Path, command: str, robot: str, sizes: Sizes, acc: Accurac
         f"converged, LM damping {pk['lm_damping']:g}, joint limits enforced, its joint-limit refinement iterations "
         f"(up to {peers.PK_REFINEMENT}) counted in the budget; Pinocchio CLIK: damped ({clik['damping']:g}) "
         f"Gauss-Newton on log6, step {clik['dt']:g}, one target at a time, random restarts every "
-        f"{peers.CLIK_RESTART} iterations within the budget. Timings are noisy on shared machines.", "",
-        f"## Success rate vs iteration budget ({sizes.targets} targets)", "",
-        *_percent_table(acc), "", image("success"), "",
-        f"## Final errors (budget {acc.budgets[-1]})", "",
-        *_error_table(acc), "", image("errors"), "",
-        f"## Throughput vs batch size (budget {sizes.throughput_budget}, solves/s, failures included)", "",
-        f"Fastest of at least {sizes.min_calls} calls on fresh targets per point.", "",
-        *_throughput_table(rates, sizes.batch_sizes), "",
+        f"{peers.CLIK_RESTART} iterations within the budget. Timings are noisy on shared machines.",
+        "",
+        f"## Success rate vs iteration budget ({sizes.targets} targets)",
+        "",
+        *_percent_table(acc),
+        "",
+        image("success"),
+        "",
+        f"## Final errors (budget {acc.budgets[-1]})",
+        "",
+        *_error_table(acc),
+        "",
+        image("errors"),
+        "",
+        f"## Throughput vs batch size (budget {sizes.throughput_budget}, solves/s, failures included)",
+        "",
+        f"Fastest of at least {sizes.min_calls} calls on fresh targets per point.",
+        "",
+        *_throughput_table(rates, sizes.batch_sizes),
+        "",
         f"Pinocchio CLIK solves one target at a time; its rate is measured on {sizes.clik_targets} targets "
-        "and drawn flat.", "", image("throughput"), "",
+        "and drawn flat.",
+        "",
+        image("throughput"),
+        "",
     ]
     if server_runs is not None:
-        text += ["## Server: throughput and p99 latency vs concurrent clients", "", *_server_table(server_runs), "",
-                 image("server"), ""]
+        text += [
+            "## Server: throughput and p99 latency vs concurrent clients",
+            "",
+            *_server_table(server_runs),
+            "",
+            image("server"),
+            "",
+        ]
     path = out / "REPORT.md"
     path.write_text("\n".join(text))
     return path
@@ -363,8 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = {
         "success": plot_success(acc, args.robot, args.out / "success_vs_iterations.png"),
         "errors": plot_errors(acc, args.robot, args.out / "error_histograms.png"),
-        "throughput": plot_throughput(rates, sizes.batch_sizes, args.robot, sizes.throughput_budget,
-                                      args.out / "throughput_vs_batch.png"),
+        "throughput": plot_throughput(
+            rates, sizes.batch_sizes, args.robot, sizes.throughput_budget, args.out / "throughput_vs_batch.png"
+        ),
     }
     if server_runs is not None:
         figures["server"] = plot_server(server_runs, args.out / "server_load.png")

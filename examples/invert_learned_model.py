@@ -25,9 +25,7 @@ from ik_layer.jacobian import sequential_jacobian
 
 DTYPE = torch.float64
 LINKS = (1.0, 0.7)  # [m]
-Q_LOW = torch.tensor(
-    [0.2, 0.4], dtype=DTYPE
-)  # training box [rad]: elbow bent, away from q2 = 0, pi
+Q_LOW = torch.tensor([0.2, 0.4], dtype=DTYPE)  # training box [rad]: elbow bent, away from q2 = 0, pi
 Q_HIGH = torch.tensor([1.4, 2.2], dtype=DTYPE)
 
 
@@ -48,14 +46,10 @@ def sample_q(count: int, gen: torch.Generator) -> Tensor:
     return Q_LOW + (Q_HIGH - Q_LOW) * torch.rand(count, 2, generator=gen, dtype=DTYPE)
 
 
-def train_forward_model(
-    steps: int, gen: torch.Generator
-) -> tuple[nn.Sequential, float]:
+def train_forward_model(steps: int, gen: torch.Generator) -> tuple[nn.Sequential, float]:
     """Fit ``f_theta`` to ``arm_fk``; returns the model and its RMS error [m] on fresh samples."""
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Linear(2, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)
-    ).to(DTYPE)
+    model = nn.Sequential(nn.Linear(2, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)).to(DTYPE)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     for _ in range(steps):
@@ -71,18 +65,14 @@ def train_forward_model(
     return model, rms
 
 
-def damped_gauss_newton(
-    model: nn.Sequential, x: Tensor, iterations: int = 40, damping: float = 1e-6
-) -> Tensor:
+def damped_gauss_newton(model: nn.Sequential, x: Tensor, iterations: int = 40, damping: float = 1e-6) -> Tensor:
     """Solve ``model(q) = x`` for q (B, 2) from the middle of the training box."""
     q = ((Q_LOW + Q_HIGH) / 2).expand_as(x).clone()
     eye = torch.eye(2, dtype=x.dtype)
     for _ in range(iterations):
         jac = sequential_jacobian(model, q)  # (B, 2, 2)
         error = (model(q) - x).unsqueeze(-1)
-        q = q - torch.linalg.solve(
-            jac.mT @ jac + damping * eye, jac.mT @ error
-        ).squeeze(-1)
+        q = q - torch.linalg.solve(jac.mT @ jac + damping * eye, jac.mT @ error).squeeze(-1)
     return q
 
 
@@ -90,30 +80,28 @@ def main() -> int:
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
     model, rms = train_forward_model(steps=1000, gen=gen)
-    print(
-        f"1. trained f_theta (2-64-64-2 tanh) on the 2-link arm: RMS error {rms * 1e3:.2f} mm"
-    )
+    print(f"1. trained f_theta (2-64-64-2 tanh) on the 2-link arm: RMS error {rms * 1e3:.2f} mm")
 
     targets = model(sample_q(8, gen)).detach()  # reachable by the learned model
-    solve = lambda x: damped_gauss_newton(model, x)
+
+    def solve(x):
+        return damped_gauss_newton(model, x)
+
     q_star = implicit_inverse(
         targets.requires_grad_(True),
         solve,
         forward_jacobian=lambda q: sequential_jacobian(model, q),
     )
     residual = (model(q_star) - targets).norm(dim=-1).max().item()
-    print(
-        f"2. inverted {len(targets)} targets by damped Gauss-Newton: max |f_theta(q*) - x| = {residual:.1e} m"
-    )
+    print(f"2. inverted {len(targets)} targets by damped Gauss-Newton: max |f_theta(q*) - x| = {residual:.1e} m")
     truth_gap = (arm_fk(q_star) - targets).norm(dim=-1).max().item()
-    print(
-        f"   (the real arm at q* misses the target by {truth_gap * 1e3:.2f} mm: the model's error)"
-    )
+    print(f"   (the real arm at q* misses the target by {truth_gap * 1e3:.2f} mm: the model's error)")
 
     weights = torch.linspace(1.0, 2.0, 2 * len(targets), dtype=DTYPE).reshape(-1, 2)
-    row_loss = lambda q: (weights * torch.sin(q)).sum(
-        -1
-    )  # any function of each row's q*
+
+    def row_loss(q):
+        return (weights * torch.sin(q)).sum(-1)  # any function of each row's q*
+
     (grad_implicit,) = torch.autograd.grad(row_loss(q_star).sum(), targets)
 
     step = 1e-6
@@ -124,20 +112,14 @@ def main() -> int:
             shift[:, j] = step
             # Each row's q* depends on its own target only: one shifted solve per coordinate gives
             # every row's finite difference at once.
-            grad_fd[:, j] = (
-                row_loss(solve(targets + shift)) - row_loss(solve(targets - shift))
-            ) / (2 * step)
+            grad_fd[:, j] = (row_loss(solve(targets + shift)) - row_loss(solve(targets - shift))) / (2 * step)
     fd_gap = (grad_implicit - grad_fd).abs().max().item()
-    print(
-        f"3. dL/dx implicit vs finite differences of the re-solved inverse: max |diff| = {fd_gap:.1e}"
-    )
+    print(f"3. dL/dx implicit vs finite differences of the re-solved inverse: max |diff| = {fd_gap:.1e}")
 
     q_auto = implicit_inverse(targets, solve, forward_fn=model)
     (grad_auto,) = torch.autograd.grad(row_loss(q_auto).sum(), targets)
     auto_gap = (grad_implicit - grad_auto).abs().max().item()
-    print(
-        f"4. forward_jacobian (sequential_jacobian) vs forward_fn (autograd): max |diff| = {auto_gap:.1e}"
-    )
+    print(f"4. forward_jacobian (sequential_jacobian) vs forward_fn (autograd): max |diff| = {auto_gap:.1e}")
 
     last = model[-1]
     q_params = implicit_inverse(
@@ -146,9 +128,7 @@ def main() -> int:
         forward_fn=lambda q, w, b: model[:-1](q) @ w.T + b,
         params=(last.weight, last.bias),
     )
-    grad_w, grad_b = torch.autograd.grad(
-        row_loss(q_params).sum(), (last.weight, last.bias)
-    )
+    grad_w, grad_b = torch.autograd.grad(row_loss(q_params).sum(), (last.weight, last.bias))
     # The bias shifts the output like the target with the opposite sign: dL/db = -sum_rows dL/dx.
     bias_gap = (grad_b + grad_implicit.sum(0)).abs().max().item()
     print(

@@ -60,7 +60,9 @@ def train_target_predictor(epochs: int, generator: torch.Generator) -> list[floa
     losses = []
     for epoch in range(epochs):
         target = torch.cat((net(command) + torch.tensor([0.4, 0.0, 0.4], dtype=torch.float64), quaternion), -1)
-        result = ik_layer.ik_solve(robot, target, weights=position_only, posture=posture, warm_start=posture, num_seeds=1)
+        result = ik_layer.ik_solve(
+            robot, target, weights=position_only, posture=posture, warm_start=posture, num_seeds=1
+        )
         loss = ((result.q - q_goal) ** 2)[result.success].mean()
         optimizer.zero_grad()
         loss.backward()

@@ -36,8 +36,8 @@ from ik_layer.io import (
 from ik_layer.kinematics import Robot, load_robot
 from ik_layer.lie import matrix_to_pose
 from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
-from ik_layer.solver import IKResult, solve
 from ik_layer.robots import REGISTRY
+from ik_layer.solver import IKResult, solve
 
 __all__ = ["main"]
 
@@ -142,7 +142,7 @@ def run_robots(args: argparse.Namespace) -> int:
     for name in sorted(REGISTRY):
         robot = load_robot(name)
         print(f"{name}: {robot.dof} dof, ee_frame={robot.ee_frame}  ({REGISTRY[name].description})")
-        for joint, lo, hi in zip(robot.joint_names, robot.lower.tolist(), robot.upper.tolist()):
+        for joint, lo, hi in zip(robot.joint_names, robot.lower.tolist(), robot.upper.tolist(), strict=False):
             print(f"  {joint:<24} [{lo:+.4f}, {hi:+.4f}]")
     return EXIT_OK
 
@@ -183,7 +183,8 @@ def run_solve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         done = _write_results(args.output, robot, targets.lines, chunks)
         print(
-            f"ik-layer solve: interrupted; wrote the {done} of {len(targets.lines)} rows solved so far to {args.output}",
+            f"ik-layer solve: interrupted; wrote the {done} of {len(targets.lines)} rows solved so far "
+            f"to {args.output}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -229,17 +230,18 @@ def _solve_chunks(
     """Solve ``targets`` (N, 7) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
     options = SolveOptions(**{name: getattr(args, name) for name in OPTION_SPECS})
     done = succeeded = 0
-    with tqdm(total=len(targets), unit="row", file=sys.stderr, disable=None, mininterval=0.5, dynamic_ncols=True) as bar:
+    with tqdm(
+        total=len(targets), unit="row", file=sys.stderr, disable=None, mininterval=0.5, dynamic_ncols=True
+    ) as bar:
         for begin in range(0, len(targets), args.batch_size):
             rows = slice(begin, begin + args.batch_size)
-            as_tensor = lambda x: torch.as_tensor(x[rows], dtype=robot.dtype, device=robot.device)  # noqa: E731
-            result = solve(
-                robot,
-                as_tensor(targets),
-                options,
-                warm_start=None if warm_start is None else as_tensor(warm_start),
-                generator=generator,
+            chunk = torch.as_tensor(targets[rows], dtype=robot.dtype, device=robot.device)
+            start = (
+                None
+                if warm_start is None
+                else torch.as_tensor(warm_start[rows], dtype=robot.dtype, device=robot.device)
             )
+            result = solve(robot, chunk, options, warm_start=start, generator=generator)
             chunks.append(result)
             done += len(result.success)
             succeeded += int(result.success.sum())
@@ -303,7 +305,9 @@ def _device(choice: str) -> torch.device:
 
 def _report_skipped(path: Path, lines: list[int]) -> None:
     if lines:
-        print(f"ik-layer: skipped {len(lines)} invalid row(s) of {path} at line(s) {format_lines(lines)}", file=sys.stderr)
+        print(
+            f"ik-layer: skipped {len(lines)} invalid row(s) of {path} at line(s) {format_lines(lines)}", file=sys.stderr
+        )
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -81,9 +81,7 @@ def implicit_root(
     inputs = tuple(inputs)
     _check_root_arguments(solution, inputs, jacobian, damping, valid)
     jacobian = None if jacobian is None else jacobian.detach()
-    return _ImplicitRoot.apply(
-        solution.detach(), residual_fn, jacobian, float(damping), valid, *inputs
-    )
+    return _ImplicitRoot.apply(solution.detach(), residual_fn, jacobian, float(damping), valid, *inputs)
 
 
 def _check_root_arguments(
@@ -96,13 +94,9 @@ def _check_root_arguments(
     _check_tensor("implicit_root", "solution", solution)
     for index, item in enumerate(inputs):
         if not isinstance(item, Tensor):
-            raise IKLayerError(
-                f"implicit_root: inputs[{index}] must be a tensor, got {type(item).__name__}"
-            )
+            raise IKLayerError(f"implicit_root: inputs[{index}] must be a tensor, got {type(item).__name__}")
     if not (isinstance(damping, (int, float)) and 0.0 <= damping < float("inf")):
-        raise IKLayerError(
-            f"implicit_root: damping must be a finite number >= 0, got {damping!r}"
-        )
+        raise IKLayerError(f"implicit_root: damping must be a finite number >= 0, got {damping!r}")
     batch, n = solution.shape[:-1], solution.shape[-1]
     if jacobian is not None:
         if jacobian.ndim < 2 or jacobian.shape[:-2] != batch or jacobian.shape[-1] != n:
@@ -111,9 +105,7 @@ def _check_root_arguments(
                 f"(solution {tuple(solution.shape)}), got {tuple(jacobian.shape)}"
             )
         if jacobian.dtype != solution.dtype:
-            raise IKLayerError(
-                f"implicit_root: jacobian has dtype {jacobian.dtype}, solution {solution.dtype}"
-            )
+            raise IKLayerError(f"implicit_root: jacobian has dtype {jacobian.dtype}, solution {solution.dtype}")
     if valid is not None and (valid.dtype != torch.bool or valid.shape != batch):
         raise ShapeError(
             f"implicit_root: valid must be a bool tensor of shape {tuple(batch)}, "
@@ -175,9 +167,7 @@ class _ImplicitRoot(torch.autograd.Function):
             grad_y = torch.where(rows, grad_y, 0.0)
         detached = [item.detach() for item in inputs]
         if jacobian is None:
-            jacobian = batch_jacobian(
-                lambda point: ctx.residual_fn(point, *detached), y
-            )
+            jacobian = batch_jacobian(lambda point: ctx.residual_fn(point, *detached), y)
         if valid is not None:
             jacobian = torch.where(valid[..., None, None], jacobian, 0.0)
         w = _pinv_transpose_times(jacobian, grad_y, ctx.damping)
@@ -220,9 +210,7 @@ def damped_pseudo_inverse(matrix: Tensor, damping: float = 1e-9) -> Tensor:
         ShapeError: ``matrix`` has fewer than 2 dims.
     """
     if matrix.ndim < 2:
-        raise ShapeError(
-            f"damped_pseudo_inverse: matrix must have shape (..., m, n), got {tuple(matrix.shape)}"
-        )
+        raise ShapeError(f"damped_pseudo_inverse: matrix must have shape (..., m, n), got {tuple(matrix.shape)}")
     rows, cols = matrix.shape[-2:]
     if rows < cols:  # (G^-1 A)^T = A^T G^-1, G = A A^T symmetric
         return _damped_solve(matrix @ matrix.mT, matrix, damping).mT
@@ -256,10 +244,7 @@ def _residual_vjp(
     cotangent: Tensor,
 ) -> tuple[Tensor | None, ...]:
     """``cotangent^T dF/dx_i`` for each wanted input, from one evaluation of ``F`` (each input's shape)."""
-    leaves = [
-        item.requires_grad_(True) if need else item
-        for item, need in zip(inputs, wanted)
-    ]
+    leaves = [item.requires_grad_(True) if need else item for item, need in zip(inputs, wanted, strict=False)]
     with torch.enable_grad():
         residual = residual_fn(y, *leaves)
     if residual.shape != cotangent.shape:
@@ -267,7 +252,7 @@ def _residual_vjp(
             f"implicit_root: residual_fn(solution, *inputs) must have shape {tuple(cotangent.shape)} "
             f"(solution {tuple(y.shape)}, m = {cotangent.shape[-1]}), got {tuple(residual.shape)}"
         )
-    targets = [item for item, need in zip(leaves, wanted) if need]
+    targets = [item for item, need in zip(leaves, wanted, strict=False) if need]
     if not residual.requires_grad:  # F does not depend on any wanted input
         return (None,) * len(wanted)
     found = iter(torch.autograd.grad(residual, targets, cotangent, allow_unused=True))
@@ -276,9 +261,7 @@ def _residual_vjp(
 
 def _check_tensor(where: str, name: str, value: Tensor) -> None:
     if not isinstance(value, Tensor):
-        raise IKLayerError(
-            f"{where}: {name} must be a tensor, got {type(value).__name__}"
-        )
+        raise IKLayerError(f"{where}: {name} must be a tensor, got {type(value).__name__}")
     if value.ndim < 1:
         raise ShapeError(f"{where}: {name} must have shape (..., n), got a scalar")
     if not value.is_floating_point():
@@ -326,9 +309,7 @@ def implicit_inverse(
     """
     if (forward_fn is None) == (forward_jacobian is None):
         given = "both" if forward_fn is not None else "neither"
-        raise IKLayerError(
-            f"implicit_inverse: give exactly one of forward_fn and forward_jacobian, got {given}"
-        )
+        raise IKLayerError(f"implicit_inverse: give exactly one of forward_fn and forward_jacobian, got {given}")
     params = tuple(params)
     if forward_jacobian is not None and params:
         raise IKLayerError(
@@ -347,9 +328,7 @@ def implicit_inverse(
         )
     _check_finite("inverse_fn(x)", y)
     if forward_fn is not None:
-        return implicit_root(
-            y, _InverseResidual(forward_fn), (x, *params), damping=damping
-        )
+        return implicit_root(y, _InverseResidual(forward_fn), (x, *params), damping=damping)
     return _with_forward_jacobian(x, y, forward_jacobian, damping)
 
 
@@ -375,21 +354,13 @@ def _with_forward_jacobian(
         jacobian = forward_jacobian(y)
     expected = (*y.shape[:-1], x.shape[-1], y.shape[-1])
     if not isinstance(jacobian, Tensor) or tuple(jacobian.shape) != expected:
-        got = (
-            tuple(jacobian.shape)
-            if isinstance(jacobian, Tensor)
-            else type(jacobian).__name__
-        )
-        raise ShapeError(
-            f"implicit_inverse: forward_jacobian(y) must have shape {expected}, got {got}"
-        )
+        got = tuple(jacobian.shape) if isinstance(jacobian, Tensor) else type(jacobian).__name__
+        raise ShapeError(f"implicit_inverse: forward_jacobian(y) must have shape {expected}, got {got}")
 
     # Without forward_fn, F is its first-order model at the solution, F(y', x') = J (y' - y) - (x' - x):
     # dF/dy = J is passed as the jacobian, and dF/dx = -I is all the VJP needs.
     def linearised(point: Tensor, target: Tensor) -> Tensor:
-        return (jacobian @ (point - y).unsqueeze(-1)).squeeze(-1) - (
-            target - x.detach()
-        )
+        return (jacobian @ (point - y).unsqueeze(-1)).squeeze(-1) - (target - x.detach())
 
     return implicit_root(y, linearised, (x,), jacobian=jacobian, damping=damping)
 

@@ -48,7 +48,7 @@ POSE_COLUMNS = ("x", "y", "z", "qx", "qy", "qz", "qw")
 _CSV = (".csv",)
 _NUMPY = (".npy", ".npz")
 _JSONL = (".jsonl", ".ndjson")
-_WRITABLE = _CSV + (".npz",) + _JSONL
+_WRITABLE = (*_CSV, ".npz", *_JSONL)
 _MAX_LISTED = 10
 
 OnInvalid = Literal["skip", "error"]
@@ -116,7 +116,9 @@ def read_q(path: str | Path, joint_names: Sequence[str]) -> Rows:
     """
     path = _existing(path)
     if path.suffix in _NUMPY:
-        return _numpy_rows(path, _numpy_array(path, ("q",)), len(joint_names), f"configurations (N, {len(joint_names)})")
+        return _numpy_rows(
+            path, _numpy_array(path, ("q",)), len(joint_names), f"configurations (N, {len(joint_names)})"
+        )
     if path.suffix in _JSONL:
         return _jsonl_rows(path, tuple(joint_names), ("q",))
     return _csv_rows(path, tuple(joint_names))
@@ -162,7 +164,9 @@ def check_output(path: str | Path) -> None:
     """
     path = Path(path)
     if path.suffix not in _WRITABLE:
-        raise InputFileError(f"{path}: cannot write {path.suffix or 'files without a suffix'}; use .csv, .npz or .jsonl")
+        raise InputFileError(
+            f"{path}: cannot write {path.suffix or 'files without a suffix'}; use .csv, .npz or .jsonl"
+        )
     if not path.parent.is_dir():
         raise InputFileError(f"{path}: directory {path.parent} does not exist")
 
@@ -280,7 +284,8 @@ def _json_record(path: Path, line: int, record: object, columns: Sequence[str], 
     missing = [c for c in columns if c not in record]
     if missing:
         raise InputFileError(
-            f"{path}: line {line} lacks key(s) {', '.join(missing)}; expected {' or '.join(keys)} or {','.join(columns)}"
+            f"{path}: line {line} lacks key(s) {', '.join(missing)}; "
+            f"expected {' or '.join(keys)} or {','.join(columns)}"
         )
     return [_number(record[c]) for c in columns]
 

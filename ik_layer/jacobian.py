@@ -83,9 +83,7 @@ def batch_jacobian(
     """
     strategy = _strategy(strategy)
     if x.ndim < 1:
-        raise ShapeError(
-            f"batch_jacobian: x must have shape (..., in), got a scalar of shape {tuple(x.shape)}"
-        )
+        raise ShapeError(f"batch_jacobian: x must have shape (..., in), got a scalar of shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise IKLayerError(f"batch_jacobian: x must be floating point, got {x.dtype}")
     if strategy is JacobianStrategy.SUM:
@@ -98,14 +96,10 @@ def _strategy(strategy: JacobianStrategy | str) -> JacobianStrategy:
         return JacobianStrategy(strategy)
     except ValueError:
         valid = ", ".join(repr(s.value) for s in JacobianStrategy)
-        raise IKLayerError(
-            f"batch_jacobian: unknown strategy {strategy!r}; available: {valid}"
-        ) from None
+        raise IKLayerError(f"batch_jacobian: unknown strategy {strategy!r}; available: {valid}") from None
 
 
-def _sum_jacobian(
-    fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool
-) -> Tensor:
+def _sum_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool) -> Tensor:
     # Rows are independent, so d(sum_b y_b)/dx_b = dy_b/dx_b: cotangent e_i on every row gives row i of
     # every row's Jacobian. The `out` cotangents are pushed through one vmapped backward.
     keep_graph = create_graph and x.requires_grad
@@ -131,9 +125,7 @@ def _sum_jacobian(
     return rows.movedim(0, -2)
 
 
-def _vmap_jacobian(
-    fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool
-) -> Tensor:
+def _vmap_jacobian(fn: Callable[[Tensor], Tensor], x: Tensor, create_graph: bool) -> Tensor:
     flat = x.reshape(-1, x.shape[-1])
     if not create_graph:
         flat = flat.detach()
@@ -202,13 +194,9 @@ def register_jacobian(module_type: type[nn.Module]) -> Callable[[_Rule], _Rule]:
             (nested sequentials are flattened, never looked up).
     """
     if not (isinstance(module_type, type) and issubclass(module_type, nn.Module)):
-        raise IKLayerError(
-            f"register_jacobian: expected an nn.Module subclass, got {module_type!r}"
-        )
+        raise IKLayerError(f"register_jacobian: expected an nn.Module subclass, got {module_type!r}")
     if module_type is nn.Sequential:
-        raise IKLayerError(
-            "register_jacobian: nn.Sequential is flattened into its layers and cannot have a rule"
-        )
+        raise IKLayerError("register_jacobian: nn.Sequential is flattened into its layers and cannot have a rule")
 
     def decorator(rule: _Rule) -> _Rule:
         _RULES[module_type] = rule
@@ -248,13 +236,9 @@ def sequential_jacobian(model: nn.Sequential, x: Tensor) -> Tensor:
         IKLayerError: ``model`` is not an ``nn.Sequential``.
     """
     if not isinstance(model, nn.Sequential):
-        raise IKLayerError(
-            f"sequential_jacobian: model must be an nn.Sequential, got {type(model).__name__}"
-        )
+        raise IKLayerError(f"sequential_jacobian: model must be an nn.Sequential, got {type(model).__name__}")
     if x.ndim != 2:
-        raise ShapeError(
-            f"sequential_jacobian: x must have shape (B, in), got {tuple(x.shape)}"
-        )
+        raise ShapeError(f"sequential_jacobian: x must have shape (B, in), got {tuple(x.shape)}")
     steps = _forward_with_jacobians(model, x)
     out_features = steps[-1][2].shape[-1] if steps else x.shape[-1]
     acc: LayerJacobian = None
@@ -317,23 +301,15 @@ def _compose(outer: LayerJacobian, inner: LayerJacobian) -> LayerJacobian:
         return outer.values.unsqueeze(-1) * inner  # scale the rows of inner
     if isinstance(inner, Diagonal):
         return outer * inner.values.unsqueeze(-2)  # scale the columns of outer
-    if (
-        outer.ndim == 3 and inner.ndim == 2
-    ):  # batched @ shared: one GEMM over all rows (matmul may pick bmm)
-        return (outer.reshape(-1, outer.shape[-1]) @ inner).reshape(
-            *outer.shape[:-1], inner.shape[-1]
-        )
-    if (
-        outer.ndim == 2 and inner.ndim == 3
-    ):  # shared @ batched: einsum avoids broadcasting outer to (B, o, k)
+    if outer.ndim == 3 and inner.ndim == 2:  # batched @ shared: one GEMM over all rows (matmul may pick bmm)
+        return (outer.reshape(-1, outer.shape[-1]) @ inner).reshape(*outer.shape[:-1], inner.shape[-1])
+    if outer.ndim == 2 and inner.ndim == 3:  # shared @ batched: einsum avoids broadcasting outer to (B, o, k)
         return torch.einsum("ok,bki->boi", outer, inner)
     return outer @ inner
 
 
 def _transpose(jac: LayerJacobian) -> LayerJacobian:
-    return (
-        jac.mT if isinstance(jac, Tensor) else jac
-    )  # diagonals and the identity are symmetric
+    return jac.mT if isinstance(jac, Tensor) else jac  # diagonals and the identity are symmetric
 
 
 def _to_dense(acc: LayerJacobian, x: Tensor, out_features: int) -> Tensor:
@@ -356,9 +332,7 @@ def _linear(module: nn.Linear, x: Tensor, y: Tensor) -> LayerJacobian:
 def _identity(module: nn.Module, x: Tensor, y: Tensor) -> LayerJacobian:
     # Flatten of (B, features) with a 2-D output of the same batch (checked by the caller) is the identity.
     if module.training and isinstance(module, nn.Dropout) and module.p > 0:
-        raise IKLayerError(
-            "sequential_jacobian: nn.Dropout in training mode is random; call model.eval() first"
-        )
+        raise IKLayerError("sequential_jacobian: nn.Dropout in training mode is random; call model.eval() first")
     return None
 
 
@@ -399,8 +373,4 @@ def _silu(module: nn.SiLU, x: Tensor, y: Tensor) -> LayerJacobian:
 def _softplus(module: nn.Softplus, x: Tensor, y: Tensor) -> LayerJacobian:
     # Softplus is linear above the threshold (beta * x > threshold), sigmoid(beta * x) below.
     scaled = module.beta * x
-    return Diagonal(
-        torch.where(
-            scaled > module.threshold, torch.ones_like(x), torch.sigmoid(scaled)
-        )
-    )
+    return Diagonal(torch.where(scaled > module.threshold, torch.ones_like(x), torch.sigmoid(scaled)))

@@ -88,9 +88,7 @@ def chain_kinematics(
     axes_world, origins = [], []
     for i in range(q.shape[-1]):
         local_rot = (
-            place_rot[i]
-            + sin[..., i, None, None] * place_rot_k[i]
-            + (1 - cos[..., i, None, None]) * place_rot_k2[i]
+            place_rot[i] + sin[..., i, None, None] * place_rot_k[i] + (1 - cos[..., i, None, None]) * place_rot_k2[i]
         )
         local_pos = place_pos[i] + q[..., i, None] * slide[i]
         pos = pos + (rot @ local_pos[..., None]).squeeze(-1)

@@ -136,7 +136,9 @@ def _transform_or_identity(x: Tensor | None, name: str, like: Tensor) -> Tensor:
     except RuntimeError:
         fits = False
     if not fits:
-        raise ShapeError(f"{name} has batch shape {tuple(t.shape[:-2])}, which does not broadcast to the targets' {tuple(batch)}")
+        raise ShapeError(
+            f"{name} has batch shape {tuple(t.shape[:-2])}, which does not broadcast to the targets' {tuple(batch)}"
+        )
     return t
 
 

@@ -124,9 +124,7 @@ def matrix_to_quaternion(r: Tensor) -> Tensor:
     _check_last("rotation", r, (3, 3))
     m00, m11, m22 = r[..., 0, 0], r[..., 1, 1], r[..., 2, 2]
     # 4*q_i^2 for the pivots w, x, y, z.
-    four_sq = torch.stack(
-        (1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22), dim=-1
-    )
+    four_sq = torch.stack((1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22), dim=-1)
     d21, d02, d10 = r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]
     s21, s02, s10 = r[..., 2, 1] + r[..., 1, 2], r[..., 0, 2] + r[..., 2, 0], r[..., 1, 0] + r[..., 0, 1]
     # Each row is 4*q_pivot*(x, y, z, w) for one pivot.

@@ -44,7 +44,7 @@ class OptionSpec:
     exclusive_minimum: bool = False
 
     def check(self, value: object) -> int | float:
-        """``value`` if it has the right type and lies in the bounds, else an :class:`IKLayerError` naming the option."""
+        """``value`` if it has the right type and lies in the bounds; else an :class:`IKLayerError` naming it."""
         if self.kind is int:
             ok = isinstance(value, int) and not isinstance(value, bool)
         else:

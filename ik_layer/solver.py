@@ -264,9 +264,7 @@ class _LMState:
         )
 
 
-def _damped_step(
-    jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tensor | None
-) -> tuple[Tensor, Tensor]:
+def _damped_step(jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tensor | None) -> tuple[Tensor, Tensor]:
     """LM step ``(J^T W J + damping I)^-1 J^T W e`` (A, S, dof), plus ``pull`` projected
     on the null space of J, and the solver's status (A, S) (non-zero: singular)."""
     jt_w = (jac * w[..., None]).transpose(-1, -2)  # (A, S, dof, 6)
@@ -301,7 +299,9 @@ def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) ->
     try:
         w = w.expand(*batch, 6).reshape(n, 6)
     except RuntimeError as err:
-        raise ShapeError(f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}") from err
+        raise ShapeError(
+            f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}"
+        ) from err
     if bool((w.sum(-1) == 0).any()):
         raise IKLayerError("weights must have at least one non-zero entry per target")
     return w
@@ -314,4 +314,6 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
     try:
         return x.expand(*batch, robot.dof).reshape(n, robot.dof)
     except RuntimeError as err:
-        raise ShapeError(f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}") from err
+        raise ShapeError(
+            f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
+        ) from err

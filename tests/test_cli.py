@@ -57,7 +57,7 @@ def write_targets(path: Path, poses: np.ndarray) -> Path:
     if path.suffix == ".npz":
         np.savez(path, target=poses)
     elif path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(dict(zip(POSE_COLUMNS, p))) + "\n" for p in poses.tolist()))
+        path.write_text("".join(json.dumps(dict(zip(POSE_COLUMNS, p, strict=False))) + "\n" for p in poses.tolist()))
     return path
 
 
@@ -217,8 +217,23 @@ def test_module_entry_point_non_tty_output_is_clean(tmp_path, poses):
     targets = write_targets(tmp_path / "t.csv", np.repeat(poses, 4, axis=0))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
     proc = subprocess.run(
-        [sys.executable, "-m", "ik_layer", "solve", ROBOT, str(targets), "-o", str(tmp_path / "o.csv"), "--batch-size", "3"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "ik_layer",
+            "solve",
+            ROBOT,
+            str(targets),
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--batch-size",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr
@@ -227,7 +242,11 @@ def test_module_entry_point_non_tty_output_is_clean(tmp_path, poses):
 
 @pytest.mark.skipif(not (ROOT / "bench" / "report.py").is_file(), reason="bench/report.py is not in this checkout")
 def test_bench_quick_writes_report_and_plots(tmp_path):
-    runs = [{"clients": c, "batching": b, "throughput_rps": 100.0 * c, "p99_ms": 5.0 + c} for c in (1, 8) for b in (True, False)]
+    runs = [
+        {"clients": c, "batching": b, "throughput_rps": 100.0 * c, "p99_ms": 5.0 + c}
+        for c in (1, 8)
+        for b in (True, False)
+    ]
     server_json = tmp_path / "server.json"
     server_json.write_text(json.dumps({"results": runs}))
     out = tmp_path / "report"

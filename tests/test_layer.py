@@ -118,7 +118,7 @@ def test_base_transform_gradient_matches_finite_differences() -> None:
 
 
 def test_failed_rows_get_zero_gradient_without_nan() -> None:
-    robot, q, target = reachable("ur5e", 3, seed=9)
+    robot, _q, target = reachable("ur5e", 3, seed=9)
     target = target.clone()
     target[1, :3, 3] += 5.0  # 5 m away: unreachable
     target.requires_grad_()

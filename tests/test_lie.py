@@ -327,8 +327,12 @@ def test_pose_error_known_values():
 
 @pytest.mark.parametrize("batch", BATCHES)
 def test_pose_error_batched_and_antisymmetric(rng, batch):
-    a = from_rotation_translation(so3_exp(random_rotvec(rng, batch, 2.0)), torch.randn(*batch, 3, generator=rng, dtype=F64))
-    b = from_rotation_translation(so3_exp(random_rotvec(rng, batch, 1.0)), torch.randn(*batch, 3, generator=rng, dtype=F64))
+    a = from_rotation_translation(
+        so3_exp(random_rotvec(rng, batch, 2.0)), torch.randn(*batch, 3, generator=rng, dtype=F64)
+    )
+    b = from_rotation_translation(
+        so3_exp(random_rotvec(rng, batch, 1.0)), torch.randn(*batch, 3, generator=rng, dtype=F64)
+    )
     e = pose_error(a, b)
     assert e.shape == (*batch, 6)
     torch.testing.assert_close(e[..., :3], -pose_error(b, a)[..., :3], atol=1e-14, rtol=0)
@@ -348,7 +352,9 @@ def test_pose_error_first_order_in_target_twist_at_zero_error(rng):
     for h in (1e-3, 1e-4, 1e-5):
         de = pose_error(perturb_target(target, h * twist), target)
         assert (de - h * twist).abs().max() < 2 * h**2 * twist.norm() ** 2
-    jac = torch.autograd.functional.jacobian(lambda x: pose_error(perturb_target(target, x), target), torch.zeros(6, dtype=F64))
+    jac = torch.autograd.functional.jacobian(
+        lambda x: pose_error(perturb_target(target, x), target), torch.zeros(6, dtype=F64)
+    )
     torch.testing.assert_close(jac, torch.eye(6, dtype=F64), atol=1e-12, rtol=0)
 
 
@@ -357,7 +363,9 @@ def test_pose_error_derivative_away_from_zero_error():
     target = transform([0.4, -0.3, 1.1], [0.5, -0.2, 0.8])
     current = transform([-0.2, 0.9, 0.1], [0.1, 0.3, 0.2])
     e_rot = pose_error(target, current)[3:]
-    jac = torch.autograd.functional.jacobian(lambda x: pose_error(perturb_target(target, x), current), torch.zeros(6, dtype=F64))
+    jac = torch.autograd.functional.jacobian(
+        lambda x: pose_error(perturb_target(target, x), current), torch.zeros(6, dtype=F64)
+    )
     torch.testing.assert_close(jac[:3], torch.eye(6, dtype=F64)[:3], atol=1e-12, rtol=0)
     torch.testing.assert_close(jac[3:, :3], torch.zeros(3, 3, dtype=F64), atol=1e-12, rtol=0)
     torch.testing.assert_close(jac[3:, 3:], left_jacobian_inverse(e_rot), atol=1e-10, rtol=0)
@@ -366,7 +374,9 @@ def test_pose_error_derivative_away_from_zero_error():
 def test_pose_error_first_order_in_current_motion_at_zero_error(rng):
     """Moving the current frame by a world-aligned twist d changes the error by -d (so by -J dq for joints)."""
     current = transform([0.4, -0.3, 1.1], [0.5, -0.2, 0.8])
-    jac = torch.autograd.functional.jacobian(lambda x: pose_error(current, perturb_target(current, x)), torch.zeros(6, dtype=F64))
+    jac = torch.autograd.functional.jacobian(
+        lambda x: pose_error(current, perturb_target(current, x)), torch.zeros(6, dtype=F64)
+    )
     torch.testing.assert_close(jac, -torch.eye(6, dtype=F64), atol=1e-12, rtol=0)
 
 

@@ -24,7 +24,18 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
         copy(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
-    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(out),
+        str(src),
+    ]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     (wheel,) = out.glob("ik_layer-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -66,9 +77,15 @@ def test_library_does_not_import_the_server(path):
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for folder in ("ik_layer", "server", "robots", "deploy", "tests", "bench", "examples") for p in (ROOT / folder).rglob("*.py")),
+    sorted(
+        p
+        for folder in ("ik_layer", "server", "robots", "deploy", "tests", "bench", "examples")
+        for p in (ROOT / folder).rglob("*.py")
+    ),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_no_import_of_the_bare_folder_names(path):
     bad = {name for name in _imports(path) if name.split(".")[0] in ("server", "robots", "deploy")}
-    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: use ik_layer.server / ik_layer.robots / ik_layer.deploy"
+    assert not bad, (
+        f"{path.relative_to(ROOT)} imports {sorted(bad)}: use ik_layer.server / ik_layer.robots / ik_layer.deploy"
+    )

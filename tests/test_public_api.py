@@ -36,7 +36,9 @@ def test_no_public_name_left_out_of_all():
     public = {
         n
         for n, v in vars(ik_layer).items()
-        if not n.startswith("_") and not inspect.ismodule(v) and getattr(v, "__module__", "").split(".")[0] == "ik_layer"
+        if not n.startswith("_")
+        and not inspect.ismodule(v)
+        and getattr(v, "__module__", "").split(".")[0] == "ik_layer"
     }
     assert public <= set(ik_layer.__all__), f"exported but not in __all__: {sorted(public - set(ik_layer.__all__))}"
 

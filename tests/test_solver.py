@@ -9,7 +9,7 @@ they are reachable by construction.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@lru_cache(maxsize=None)
+@cache
 def robot_of(name: str, dtype: torch.dtype = torch.float64) -> ik_layer.Robot:
     """Built-in robots are immutable in these tests: load each (name, dtype) once."""
     return ik_layer.load_robot(name, dtype=dtype)
@@ -165,7 +165,7 @@ def test_planar3_matches_closed_form() -> None:
     res = solve(robot, target, generator=gen(8))
     assert_verified(robot, res, target)
     branches = set()
-    for q, t in zip(res.q.numpy(), target.numpy()):
+    for q, t in zip(res.q.numpy(), target.numpy(), strict=False):
         yaw = math.atan2(t[1, 0], t[0, 0])
         gaps = [angle_gap(q, s) for s in planar3_solutions(t[0, 3], t[1, 3], yaw)]
         assert min(gaps) < 1e-2, f"q={q} is neither closed-form solution (gaps {gaps})"
@@ -527,6 +527,7 @@ def test_same_generator_same_result() -> None:
     for x, y in zip(
         (a.q, a.success, a.position_error, a.orientation_error, a.iterations),
         (b.q, b.success, b.position_error, b.orientation_error, b.iterations),
+        strict=False,
     ):
         assert torch.equal(x, y)
 
