@@ -1,0 +1,169 @@
+"""Fixed-shape slot buffers of the LM engine: one row per problem, in torch tensors shared with warp.
+
+A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets) and state
+(q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
+allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
+made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows with torch ops only
+(no host sync), :meth:`Slots.retire` empties them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import warp as wp
+from torch import Tensor
+
+from ik_layer.engine.kernel import EMPTY, RUNNING, seed_rng, warp_types
+from ik_layer.kinematics import Robot
+from ik_layer.options import SolveOptions
+from ik_layer.solver import _MU_INIT
+
+__all__ = ["Slots"]
+
+
+class Slots:
+    """``capacity`` LM slots for ``robot`` (its dtype and device, fixed at creation).
+
+    Attributes (torch tensors, first dimension ``capacity``):
+        target_rot (3, 3), target_pos (3,), weights (6,), tolerance (2,) [m, rad]: the problem.
+        budget, restart_after, check_every: int32 iteration counts of the problem.
+        q (dof,), mu: the current configuration and relative damping.
+        best_q (dof,), best_score: the lowest-score configuration seen (the answer) and its score.
+        iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
+        rng: int32 bits of the uint32 restart RNG state; check_cost: cost at the last progress check;
+        age: int32 iterations since the slot's configuration (re)started.
+        cost: the weighted squared error at ``q`` after the last launch (inf before the first).
+    """
+
+    def __init__(self, robot: Robot, capacity: int) -> None:
+        if not isinstance(robot, Robot):
+            raise TypeError(f"robot must be an ik_layer.Robot, got {type(robot).__name__}")
+        if not (isinstance(capacity, int) and capacity >= 0):
+            raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
+        self.robot = robot
+        self.capacity = capacity
+        self.device = robot.device
+        self.dtype = robot.dtype
+        wp.init()
+        f, vec2, vec3, vec6, mat33 = warp_types(self.dtype)
+        n, dof = capacity, robot.dof
+        real = {"dtype": self.dtype, "device": self.device}
+        count = {"dtype": torch.int32, "device": self.device}
+
+        self.target_rot = torch.zeros(n, 3, 3, **real)
+        self.target_pos = torch.zeros(n, 3, **real)
+        self.weights = torch.zeros(n, 6, **real)
+        self.tolerance = torch.ones(n, 2, **real)
+        self.budget = torch.zeros(n, **count)
+        self.restart_after = torch.ones(n, **count)
+        self.check_every = torch.ones(n, **count)
+        self.q = torch.zeros(n, dof, **real)
+        self.mu = torch.full((n,), _MU_INIT, **real)
+        self.best_q = torch.zeros(n, dof, **real)
+        self.best_score = torch.full((n,), torch.inf, **real)
+        self.iterations = torch.zeros(n, **count)
+        self.status = torch.full((n,), EMPTY, **count)
+        self.rng = torch.zeros(n, **count)
+        self.check_cost = torch.full((n,), torch.inf, **real)
+        self.age = torch.zeros(n, **count)
+        self.cost = torch.full((n,), torch.inf, **real)
+
+        # The chain, as the kernel reads it: int32 flags and indices, the tip split in rotation and position.
+        self._chain = [
+            robot._place_rot.contiguous(),
+            robot._place_rot_k.contiguous(),
+            robot._place_rot_k2.contiguous(),
+            robot._place_pos.contiguous(),
+            robot._slide.contiguous(),
+            robot._axis.contiguous(),
+            robot._revolute.to(torch.int32),
+            robot._chain_cols.to(torch.int32),
+            robot._tip[None, :3, :3].contiguous(),
+            robot._tip[None, :3, 3].contiguous(),
+            robot.lower.contiguous(),
+            robot.upper.contiguous(),
+            robot.continuous.to(torch.int32),
+        ]
+        chain_types = [mat33, mat33, mat33, vec3, vec3, vec3, wp.int32, wp.int32, mat33, vec3, f, f, wp.int32]
+        self._chain_views = [wp.from_torch(t, dtype=d) for t, d in zip(self._chain, chain_types, strict=True)]
+        state = [
+            (self.target_rot, mat33),
+            (self.target_pos, vec3),
+            (self.weights, vec6),
+            (self.tolerance, vec2),
+            (self.budget, wp.int32),
+            (self.restart_after, wp.int32),
+            (self.check_every, wp.int32),
+            (self.q, f),
+            (self.mu, f),
+            (self.best_q, f),
+            (self.best_score, f),
+            (self.iterations, wp.int32),
+            (self.status, wp.int32),
+            (self.rng, wp.uint32),
+            (self.check_cost, f),
+            (self.age, wp.int32),
+            (self.cost, f),
+        ]
+        self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
+        self._rng_view = self._state_views[13]
+
+    def chain_arrays(self) -> list[wp.array]:
+        """Warp views of the robot's chain, in the kernel's argument order."""
+        return list(self._chain_views)
+
+    def state_arrays(self) -> list[wp.array]:
+        """Warp views of the slots' problem and state, in the kernel's argument order."""
+        return list(self._state_views)
+
+    def admit(
+        self,
+        index: Tensor | Sequence[int],
+        target: Tensor,
+        q: Tensor,
+        options: SolveOptions,
+        *,
+        weights: Tensor | None = None,
+        seed: int = 0,
+        rng_offset: Tensor | None = None,
+    ) -> None:
+        """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
+
+        Budgets and tolerances come from ``options``; ``weights`` (k, 6) default to ones. The slots'
+        restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
+        indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
+        """
+        idx = torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
+        k = idx.shape[0]
+        self.target_rot[idx] = target[:, :3, :3]
+        self.target_pos[idx] = target[:, :3, 3]
+        self.weights[idx] = torch.ones(k, 6, dtype=self.dtype, device=self.device) if weights is None else weights
+        tolerance = torch.tensor(
+            [options.position_tolerance, options.orientation_tolerance], dtype=self.dtype, device=self.device
+        )
+        self.tolerance[idx] = tolerance.expand(k, 2)
+        self.budget[idx] = options.max_iterations
+        self.restart_after[idx] = options.restart_after
+        self.check_every[idx] = options.check_every
+        self.q[idx] = q
+        self.mu[idx] = _MU_INIT
+        self.best_q[idx] = q
+        self.best_score[idx] = torch.inf
+        self.iterations[idx] = 0
+        self.check_cost[idx] = torch.inf
+        self.cost[idx] = torch.inf
+        self.age[idx] = 0
+        offset = idx if rng_offset is None else torch.as_tensor(rng_offset, dtype=torch.long, device=self.device)
+        seed_rng(self._rng_view, idx, offset.reshape(-1), seed)
+        self.status[idx] = RUNNING
+
+    def retire(self, index: Tensor | Sequence[int]) -> None:
+        """Empty the slots ``index``: the kernel skips them until they are admitted again."""
+        idx = torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
+        self.status[idx] = EMPTY
+
+    def running(self) -> Tensor:
+        """(capacity,) bool: the slots still iterating."""
+        return self.status == RUNNING

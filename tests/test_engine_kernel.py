@@ -1,0 +1,404 @@
+"""The fused LM block kernel (ik_layer.engine) against the eager solver's math, and its solves verified.
+
+The eager solver (``ik_layer.solver._LMState`` / ``_Problem``) is the reference: one kernel
+iteration from the same state must give the same q, damping and cost; whole trajectories that never
+restart must end at the same iteration with the same answer. Solutions are verified by recomputing
+their errors in float64 with ``Robot.fk`` and ``lie.pose_error``, never only with the kernel's flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+
+import ik_layer
+from ik_layer import SolveOptions
+from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Slots, lm_block_kernel, solve_with_kernel
+from ik_layer.lie import pose_error
+from ik_layer.solver import _MU_INIT, _LMState, _Problem
+
+F64, F32 = torch.float64, torch.float32
+DTYPES = [F64, F32]
+BUILTIN = ik_layer.builtin_robots()
+POS_TOL, ORI_TOL = 1e-4, 1e-3
+# How far a float64 recomputation of the errors may sit from the kernel's own, per dtype: [m], [rad].
+SLACK = {F64: (1e-9, 1e-9), F32: (2e-6, 2e-5)}
+# One seed per target (the eager solver runs 4 by default): twice the eager budget.
+ONE_SEED = SolveOptions(max_iterations=400)
+
+# Every joint kind in one chain to "tool": continuous (aligned and off-axis), revolute about an
+# off-axis and a negative axis, prismatic along an off-axis direction, fixed joints inside the chain
+# and at its end, and a side branch whose coordinate is not in the chain (a zero Jacobian column).
+MIXED_URDF = """<?xml version="1.0"?>
+<robot name="mixed">
+  <link name="base"/>
+  <link name="l1"/> <link name="l2"/> <link name="l2b"/> <link name="l3"/> <link name="l4"/> <link name="l5"/>
+  <link name="tool"/> <link name="side"/>
+  <joint name="j_cont" type="continuous">
+    <parent link="base"/> <child link="l1"/> <origin xyz="0 0 0.1" rpy="0 0 0.3"/> <axis xyz="0 0 1"/>
+  </joint>
+  <joint name="j_side" type="revolute">
+    <parent link="l1"/> <child link="side"/> <origin xyz="0.2 0 0" rpy="0.1 0 0"/> <axis xyz="1 0 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/>
+  </joint>
+  <joint name="j_off" type="revolute">
+    <parent link="l1"/> <child link="l2"/> <origin xyz="0.1 0.2 0.3" rpy="0.4 -0.2 0.7"/> <axis xyz="0.3 0.5 0.8"/>
+    <limit lower="-2" upper="2.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="mid_fixed" type="fixed">
+    <parent link="l2"/> <child link="l2b"/> <origin xyz="0.05 0 0.1" rpy="0.1 0.2 0.3"/>
+  </joint>
+  <joint name="j_prism" type="prismatic">
+    <parent link="l2b"/> <child link="l3"/> <origin xyz="0 0.1 0.2" rpy="0 0.5 0"/> <axis xyz="1 0 1"/>
+    <limit lower="-0.3" upper="0.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="j_neg" type="revolute">
+    <parent link="l3"/> <child link="l4"/> <origin xyz="0.2 0 0" rpy="0 0 0"/> <axis xyz="0 -1 0"/>
+    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="j_cont_off" type="continuous">
+    <parent link="l4"/> <child link="l5"/> <origin xyz="0 0 0.25" rpy="-0.3 0.2 0.1"/> <axis xyz="1 1 0"/>
+  </joint>
+  <joint name="tool_fixed" type="fixed">
+    <parent link="l5"/> <child link="tool"/> <origin xyz="0 0 0.15" rpy="3.0 0.1 -0.2"/>
+  </joint>
+</robot>
+"""
+MIXED = "mixed-urdf"
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@cache
+def builtin(name: str, dtype: torch.dtype) -> ik_layer.Robot:
+    return ik_layer.load_robot(name, dtype=dtype)
+
+
+@pytest.fixture
+def robot_of(write_urdf: Callable[..., Path]) -> Callable[[str, torch.dtype], ik_layer.Robot]:
+    """``robot_of(name, dtype)``: a built-in robot, or the mixed-joint URDF above for :data:`MIXED`."""
+
+    def load(name: str, dtype: torch.dtype) -> ik_layer.Robot:
+        if name == MIXED:
+            robot = ik_layer.load_robot(write_urdf(MIXED_URDF), "tool", dtype=dtype)
+            assert robot.dof == 6 and robot._chain_cols.numel() == 5  # the side joint is off the chain
+            assert bool(robot.continuous.any()) and not bool(robot._revolute.all())
+            return robot
+        return builtin(name, dtype)
+
+    return load
+
+
+def run_slots(robot: ik_layer.Robot, target, q0, options, *, block: int, weights=None, seed: int = 0) -> Slots:
+    """Slots for ``target`` (n, 4, 4) started at ``q0``, run by blocks until none is RUNNING."""
+    n = target.shape[0]
+    slots = Slots(robot, n)
+    slots.admit(torch.arange(n), target, q0, options, weights=weights, seed=seed)
+    launch = BlockLauncher(slots)
+    for _ in range(options.max_iterations + 1):
+        if not bool(slots.running().any()):
+            break
+        launch(block)
+    assert not bool(slots.running().any())
+    return slots
+
+
+def limited_chain_joints(robot: ik_layer.Robot) -> torch.Tensor:
+    cols = robot._chain_cols
+    return cols[~robot.continuous[cols]]
+
+
+def errors64(robot64: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, weights=None) -> tuple:
+    """Position and orientation error norms of ``q`` w.r.t. ``target``, recomputed with a float64 robot."""
+    assert robot64.dtype == F64
+    e = pose_error(target.double(), robot64.fk(q.double()))
+    if weights is not None:
+        e = e * (weights.double() > 0)
+    return e[:, :3].norm(dim=-1), e[:, 3:].norm(dim=-1)
+
+
+def assert_in_limits(robot: ik_layer.Robot, q: torch.Tensor) -> None:
+    assert torch.isfinite(q).all()
+    cont = robot.continuous
+    assert (q[:, ~cont] >= robot.lower[~cont]).all() and (q[:, ~cont] <= robot.upper[~cont]).all()
+    assert (q[:, cont] > -math.pi).all() and (q[:, cont] <= math.pi).all()
+
+
+# --------------------------------------------------------------------------- one iteration vs eager
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", [*BUILTIN, MIXED])
+def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtype) -> None:
+    """From the same q and damping, one kernel iteration gives the eager step's q, mu and cost,
+    including rows whose step pushes a joint past its limit (start near it, target beyond it)."""
+    robot = robot_of(name, dtype)
+    g = gen(11)
+    n, n_limit = 192, 96
+    q0 = robot.random_q((n,), generator=g)
+    target = robot.fk(robot.random_q((n,), generator=g))
+    # rows 0..n_limit-1: one limited joint 0.02 inside a limit, the target posed with it 0.6 beyond
+    limited = limited_chain_joints(robot)
+    joint = limited[torch.randint(0, limited.numel(), (n_limit,), generator=g)]
+    at_upper = torch.rand(n_limit, generator=g) < 0.5
+    rows = torch.arange(n_limit)
+    edge = torch.where(at_upper, robot.upper[joint] - 0.02, robot.lower[joint] + 0.02)
+    beyond = torch.where(at_upper, robot.upper[joint] + 0.6, robot.lower[joint] - 0.6)
+    q0[rows, joint] = edge
+    q_far = q0[:n_limit].clone()
+    q_far[rows, joint] = beyond
+    target[:n_limit] = robot.kinematics(q_far, jacobian=False)[0]
+    # weights with some zero axes, damping spread over the whole range
+    weights = torch.rand(n, 6, generator=g, dtype=dtype) * 2
+    weights[n_limit:][torch.rand(n - n_limit, 6, generator=g) < 0.2] = 0
+    weights[:, 0] = 1
+    # float32 steps at the smallest damping are ill-conditioned (cond ~ 1e5): LU (eager) and Cholesky
+    # (kernel) agree to ~1e-2 only, so float32 rows keep mu in [1e-3, 1e3]
+    low, high = (-6, 6) if dtype == F64 else (-3, 3)
+    mu = (10 ** (torch.rand(n, generator=g, dtype=dtype) * (high - low) + low)).clamp(1e-6, 1e6)
+    mu[: n // 4] = _MU_INIT
+
+    options = SolveOptions(check_every=1000, restart_after=10_000)  # no restart within the iteration
+    problem = _Problem(robot, target, weights, options, None, None)
+    all_rows = torch.arange(n)
+    start = _LMState.start(problem, all_rows, q0[:, None])
+    start = dataclasses.replace(start, mu=mu[:, None])
+    ref = start.step(problem, all_rows)
+
+    slots = Slots(robot, n)
+    slots.admit(all_rows, target, q0, options, weights=weights)
+    slots.mu.copy_(mu)
+    BlockLauncher(slots)(1)
+
+    assert (slots.iterations == 1).all() and (slots.status == RUNNING).all()
+    q_tol, cost_rtol = (1e-10, 1e-9) if dtype == F64 else (1e-3, 2e-3)
+    torch.testing.assert_close(slots.check_cost, start.cost[:, 0], rtol=cost_rtol, atol=0)  # cost at q0
+    torch.testing.assert_close(slots.q, ref.q[:, 0], rtol=0, atol=q_tol)
+    torch.testing.assert_close(slots.mu, ref.mu[:, 0], rtol=1e-12, atol=0)
+    torch.testing.assert_close(slots.cost, ref.cost[:, 0], rtol=cost_rtol, atol=1e-30)
+    # the active-set pass ran: limit rows end with a joint exactly at its limit, accepted
+    stopped = (slots.q[:n_limit] == robot.upper).any(-1) | (slots.q[:n_limit] == robot.lower).any(-1)
+    accepted = slots.mu < mu
+    assert int((stopped & accepted[:n_limit]).sum()) >= n_limit // 4
+    assert int(accepted.sum()) >= n // 2 and int((~accepted).sum()) >= 1  # both outcomes are compared
+    assert_in_limits(robot, slots.q)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", BUILTIN)
+def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.dtype) -> None:
+    """Seeds that never restart follow the eager solver (one seed, same start) iteration for iteration."""
+    robot = builtin(name, dtype)
+    g = gen(12)
+    n = 200
+    q0 = robot.random_q((n,), generator=g)
+    target = robot.fk(robot.random_q((n,), generator=g))
+    options = SolveOptions()
+    ref = ik_layer.solve(robot, target, options, warm_start=q0, num_seeds=1, generator=gen(13))
+    slots = run_slots(robot, target, q0, options, block=8)
+    clean = slots.age == slots.iterations  # never restarted, so the restart draws play no part
+    assert int(clean.sum()) >= n // 5
+    same_iterations = slots.iterations[clean].long() == ref.iterations[clean]
+    assert float(same_iterations.double().mean()) >= (1.0 if dtype == F64 else 0.97)
+    solved = slots.status[clean] == SOLVED
+    assert float((solved == ref.success[clean]).double().mean()) >= (1.0 if dtype == F64 else 0.97)
+    if dtype == F64:
+        torch.testing.assert_close(slots.best_q[clean], ref.q[clean], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("restart_after", [4, 1000])
+def test_progress_check_restarts_as_the_eager_rule(restart_after: int) -> None:
+    """At the first check (iteration 4) a seed restarts iff its cost fell by less than half, it ran
+    ``restart_after`` iterations, or its damping hit the maximum; a restart starts a fresh window."""
+    robot = builtin("panda", F64)
+    g = gen(14)
+    n = 200
+    q0 = robot.random_q((n,), generator=g)
+    target = robot.fk(robot.random_q((n,), generator=g))
+    options = SolveOptions(check_every=4, restart_after=restart_after)
+    weights = torch.ones(n, 6, dtype=F64)
+    problem = _Problem(robot, target, weights, options, None, None)
+    rows = torch.arange(n)
+    start = state = _LMState.start(problem, rows, q0[:, None])
+    for _ in range(4):
+        state = state.step(problem, rows)
+    slots = Slots(robot, n)
+    slots.admit(rows, target, q0, options)
+    BlockLauncher(slots)(4)
+
+    open_ = slots.status == RUNNING
+    assert bool(open_.any()) and (slots.iterations[open_] == 4).all()
+    stalled = (state.cost[:, 0] > 0.5 * start.cost[:, 0]) | (state.mu[:, 0] >= 1e6) | (restart_after <= 4)
+    restarted = slots.age == 0
+    assert torch.equal(restarted[open_], stalled[open_])
+    assert bool((open_ & restarted).any())
+    assert bool((open_ & ~restarted).any()) == (restart_after > 4)  # with 4, every open seed restarts
+    # kept seeds carry on; restarted ones hold a fresh configuration, damping and progress window
+    torch.testing.assert_close(slots.q[open_ & ~restarted], state.q[open_ & ~restarted, 0], rtol=0, atol=1e-10)
+    fresh = open_ & restarted
+    assert (slots.mu[fresh] == _MU_INIT).all()
+    assert ((slots.q[fresh] - state.q[fresh, 0]).abs().amax(-1) > 1e-3).all()
+    e = pose_error(target[fresh], robot.fk(slots.q[fresh]))
+    torch.testing.assert_close(slots.cost[fresh], (e * e).sum(-1), rtol=1e-12, atol=0)
+    torch.testing.assert_close(slots.check_cost[open_], slots.cost[open_], rtol=0, atol=0)
+    assert_in_limits(robot, slots.q)
+
+
+# --------------------------------------------------------------------------- solves, verified
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", [*BUILTIN, MIXED])
+def test_reachable_targets_solved_and_verified(robot_of, name: str, dtype: torch.dtype) -> None:
+    robot = robot_of(name, dtype)
+    n = 300
+    target = robot.fk(robot.random_q((n,), generator=gen(21)))
+    res = solve_with_kernel(robot, target, ONE_SEED, generator_seed=22)
+    ok = res.success
+    assert float(ok.double().mean()) >= 0.995, f"{int((~ok).sum())} of {n} reachable targets failed"
+    pos, ori = errors64(robot_of(name, F64), res.q, target)
+    slack_p, slack_o = SLACK[dtype]
+    assert (pos[ok] <= POS_TOL + slack_p).all() and (ori[ok] <= ORI_TOL + slack_o).all()
+    torch.testing.assert_close(res.position_error.double(), pos, rtol=0, atol=slack_p)
+    torch.testing.assert_close(res.orientation_error.double(), ori, rtol=0, atol=slack_o)
+    assert ((res.iterations[ok] >= 1) & (res.iterations[ok] <= ONE_SEED.max_iterations)).all()
+    assert (res.iterations[~ok] == ONE_SEED.max_iterations).all()
+    assert res.q.dtype == dtype and res.iterations.dtype == torch.int64 and res.success.dtype == torch.bool
+    assert_in_limits(robot, res.q)
+
+
+def test_weighted_axes_position_only() -> None:
+    """Zero-weight axes drop out of the cost and of the reported errors (position-only targets)."""
+    robot = builtin("panda", F64)
+    target = robot.fk(robot.random_q((64,), generator=gen(31)))
+    target[:, :3, :3] = torch.eye(3, dtype=F64)  # orientations mostly out of reach: ignored
+    weights = torch.tensor([1.0, 1, 1, 0, 0, 0], dtype=F64)
+    res = solve_with_kernel(robot, target, ONE_SEED, weights=weights, generator_seed=32)
+    assert bool(res.success.all())
+    assert (res.orientation_error == 0).all()
+    pos, _ = errors64(robot, res.q, target, weights)
+    assert (pos <= POS_TOL + 1e-9).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unreachable_target_exhausts_its_budget(dtype: torch.dtype) -> None:
+    robot = builtin("panda", dtype)
+    target = robot.fk(robot.random_q((6,), generator=gen(41)))
+    target[:, :3, 3] += torch.tensor([5.0, 0.0, 0.0], dtype=dtype)  # 5 m away
+    options = SolveOptions(max_iterations=60)
+    q0 = robot.random_q((6,), generator=gen(42))
+    slots = run_slots(robot, target, q0, options, block=16)
+    assert (slots.status == EXHAUSTED).all() and (slots.iterations == 60).all()
+    assert_in_limits(robot, slots.best_q)
+    assert torch.isfinite(slots.best_score).all() and (slots.best_score > 1e4).all()
+
+    res = solve_with_kernel(robot, target, options, generator_seed=43)
+    assert not bool(res.success.any())
+    assert (res.iterations == 60).all()
+    assert_in_limits(robot, res.q)
+    assert (res.position_error > 2.5).all()  # the arm reaches about 1 m
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", [*BUILTIN, MIXED])
+def test_warm_start_at_the_answer_takes_no_iteration(robot_of, name: str, dtype: torch.dtype) -> None:
+    robot = robot_of(name, dtype)
+    q = robot.random_q((16,), generator=gen(51))
+    res = solve_with_kernel(robot, robot.fk(q), warm_start=q)
+    assert bool(res.success.all())
+    assert (res.iterations == 0).all()
+    assert torch.equal(res.q, robot.wrap(q))
+
+
+def test_batch_shape_is_kept_and_rows_are_the_flat_solve() -> None:
+    robot = builtin("planar3", F64)
+    target = robot.fk(robot.random_q((2, 3), generator=gen(53)))
+    res = solve_with_kernel(robot, target, generator_seed=54)
+    flat = solve_with_kernel(robot, target.reshape(6, 4, 4), generator_seed=54)
+    assert torch.equal(res.q.reshape(6, 3), flat.q) and torch.equal(res.iterations.reshape(6), flat.iterations)
+    assert res.success.all() and res.success.shape == (2, 3)
+    empty = solve_with_kernel(robot, target[:0, 0])
+    assert empty.q.shape == (0, 3) and empty.iterations.shape == (0,)
+
+
+def test_zero_budget_records_the_start_only() -> None:
+    robot = builtin("ur5e", F64)
+    q = robot.random_q((4,), generator=gen(52))
+    target = robot.fk(q)
+    target[2:, :3, 3] += 0.1
+    res = solve_with_kernel(robot, target, SolveOptions(max_iterations=0), warm_start=q)
+    assert res.success.tolist() == [True, True, False, False]
+    assert (res.iterations == 0).all() and torch.equal(res.q, q)
+
+
+# --------------------------------------------------------------------------- determinism, slots
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_results_do_not_depend_on_the_block_size(dtype: torch.dtype) -> None:
+    robot = builtin("panda", dtype)
+    n = 200
+    q0 = robot.random_q((n,), generator=gen(61))
+    target = robot.fk(robot.random_q((n,), generator=gen(62)))
+    options = SolveOptions(max_iterations=120)
+    runs = [run_slots(robot, target, q0, options, block=b, seed=7) for b in (1, 16, 7)]
+    assert bool((runs[0].age != runs[0].iterations).any())  # restarts (in-kernel RNG) took place
+    for other in runs[1:]:
+        for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "age", "rng", "cost"):
+            assert torch.equal(getattr(runs[0], field), getattr(other, field)), field
+    again = solve_with_kernel(robot, target, options, generator_seed=3, block=1)
+    once = solve_with_kernel(robot, target, options, generator_seed=3, block=16)
+    for field in ("q", "success", "iterations", "position_error", "orientation_error"):
+        assert torch.equal(getattr(again, field), getattr(once, field)), field
+
+
+def test_a_slot_does_not_depend_on_the_others() -> None:
+    """Same problem, same RNG stream (offset), different slot and neighbours: the same result."""
+    robot = builtin("ur5e", F64)
+    q0 = robot.random_q((5,), generator=gen(71))
+    target = robot.fk(robot.random_q((5,), generator=gen(72)))
+    options = SolveOptions(max_iterations=80)
+    full = Slots(robot, 5)
+    full.admit(torch.arange(5), target, q0, options, seed=9, rng_offset=torch.arange(100, 105))
+    alone = Slots(robot, 3)  # row 3 alone, in slot 1, between two empty slots
+    alone.admit([1], target[3:4], q0[3:4], options, seed=9, rng_offset=torch.tensor([103]))
+    for slots in (full, alone):
+        launch = BlockLauncher(slots)
+        while bool(slots.running().any()):
+            launch(5)
+    assert torch.equal(alone.best_q[1], full.best_q[3]) and torch.equal(alone.iterations[1], full.iterations[3])
+    assert alone.status.tolist()[0::2] == [EMPTY, EMPTY]
+    assert torch.equal(alone.q[0::2], torch.zeros(2, robot.dof, dtype=F64))  # empty slots are not touched
+
+
+def test_finished_slots_are_left_alone_and_can_be_readmitted() -> None:
+    robot = builtin("iiwa14", F64)
+    q = robot.random_q((3,), generator=gen(81))
+    target = robot.fk(robot.random_q((3,), generator=gen(82)))
+    slots = run_slots(robot, target, q, ONE_SEED, block=32)
+    before = {k: getattr(slots, k).clone() for k in ("q", "best_q", "iterations", "status", "rng", "cost")}
+    BlockLauncher(slots)(10)
+    for key, value in before.items():
+        assert torch.equal(getattr(slots, key), value), key
+    slots.retire([0])
+    slots.admit([2], robot.fk(q[2:]), q[2:], ONE_SEED)
+    assert slots.status.tolist() == [EMPTY, int(before["status"][1]), RUNNING]
+    BlockLauncher(slots)(1)
+    assert slots.status[2] == SOLVED and slots.iterations[2] == 0
+
+
+def test_kernel_is_cached_per_shape_and_dtype() -> None:
+    assert lm_block_kernel(7, 7, F64) is lm_block_kernel(7, 7, F64)
+    assert lm_block_kernel(7, 7, F64) is not lm_block_kernel(7, 7, F32)
+    with pytest.raises(ValueError):
+        lm_block_kernel(3, 4, F64)
+    with pytest.raises(TypeError):
+        lm_block_kernel(3, 3, torch.float16)
