@@ -26,6 +26,25 @@ fixed seed) for panda and ur5e at each batch size (default 1k and 10k), solved b
   tried steps 0.1-1, damping 1e-12-1e-2 and restarts every 10-200 iterations: 41-51 % success for
   the example's settings, 87-93 % for these). It is timed
   on a subset (``--clik-subset``, default 200 targets) and its rate is extrapolated per target.
+* ``rtb ik_LM``: roboticstoolbox-python's C++ Levenberg-Marquardt (``ETS.ik_LM``, Chan's damping,
+  ``k`` 1), one target per call, on the ETS of the same URDF file up to the same ee frame (joint
+  order checked against ours). ``tol`` 5e-9 on its cost ``E = |e|^2 / 2`` (e: position and
+  angle-axis error), i.e. ``|e| <= 1e-4``; ``joint_limits=True`` (a converged search outside the
+  limits is rejected and the next one starts). Its budget has the CLIK semantics: ``ilimit`` 20
+  iterations per search, ``slimit`` 10 searches (random restarts in the limits), 200 iterations in
+  all (``--rtb-ilimit``, ``--rtb-slimit``; its own defaults, 30 x 100, reach 100 % on panda at
+  about the same speed: a rejected search ends when it converges, so a search rarely uses its whole
+  ``ilimit``). Its restarts come from C++ ``rand()``, not from our seed.
+* ``TRAC-IK``: ``pytracik`` (TRAC-IK's KDL pseudo-inverse and SQP solvers racing in two threads),
+  solve type Speed (the first solution wins), timeout 5 ms per target, ``eps`` 1e-5 per twist
+  component (so at most 1.7e-5 m / rad), built from the URDF text between the URDF's root link and
+  the ee frame (joint order checked by comparing its FK and limits with ours), seeded per target
+  with a configuration drawn in the limits (fixed seed), one target per call. Its time limit is
+  wall clock, so its success depends on the machine's load. A failed target keeps its seed (and
+  fails the check); answers are clamped to Pinocchio's limits (it parses them in float32, as pk).
+
+rtb and TRAC-IK are skipped, with a printed line, when they are not installed
+(``pip install roboticstoolbox-python pytracik``), or with ``--no-rtb`` / ``--no-tracik``.
 
 Every solution is checked in float64 with Pinocchio (``forwardKinematics`` +
 ``updateFramePlacements`` on ``robot.model``), never with the solvers' own flags: a solution
@@ -34,17 +53,25 @@ counts at ``1e-4 m / 1e-3 rad`` if its position error is <= 1e-4 m and its orien
 the ``in limits`` column (pk's are clamped to Pinocchio's limits first: it parses them in float32).
 
 Times are wall clock of one ``solve`` call for the whole batch (median of ``--repeats`` runs for
-batches below 10k, after a warm-up on a small batch); ``solves/s`` = targets / time. The
-``ik-layer x`` columns are ik-layer's solves/s (f64, f32) divided by that row's.
+batches below 10k, after a warm-up on a small batch; for the per-target peers, the whole Python
+loop over the targets); ``solves/s`` = targets / time. The ``ik-layer x`` columns are ik-layer's
+solves/s (f64, f32) divided by that row's. ``--latency N`` adds a table of batch-1 latency: N
+other targets, one per call, for every solver (median and p99 in ms, and the success of those
+answers).
 
-Run: ``python bench/ik_vs_peers.py`` (a few minutes), ``--quick`` (200 targets, under a minute),
-``--batch 1000 --batch 5000``, ``--json results.json``.
+Run: ``python bench/ik_vs_peers.py`` (a few minutes), ``--quick`` (200 targets unless ``--batch`` is
+given, under a minute), ``--batch 1000 --batch 5000``, ``--latency 200``, ``--json results.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import functools
+import gc
+import importlib
+import importlib.metadata
 import json
 import logging
 import math
@@ -56,6 +83,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
 
 import numpy as np
 import pinocchio as pin
@@ -83,6 +112,15 @@ PK_SETTINGS = {
 }
 CLIK_SETTINGS = {"dt": 1.0, "damping": 1e-3}
 CLIK_RESTART = 20  # CLIK iterations per random restart
+# roboticstoolbox-python's ETS.ik_LM: tol bounds E = |e|^2 / 2, so 5e-9 means |e| <= 1e-4 (position and angle-axis).
+RTB_SETTINGS = {"ilimit": 20, "slimit": 10, "tol": 5e-9, "joint_limits": True, "method": "chan", "k": 1.0}
+RTB_MODULE = "roboticstoolbox._fknm_c"  # rtb's C++ extension: absent from its pure-Python wheels, needed by ik_LM
+TRACIK_SETTINGS = {"timeout": 0.005, "eps": 1e-5, "solve_type": "Speed"}  # timeout [s] per target
+PEER_PACKAGES = {  # import name: pip name, of the optional peers
+    "pytorch_kinematics": "pytorch-kinematics",
+    RTB_MODULE: "roboticstoolbox-python",
+    "pytracik": "pytracik",
+}
 
 
 def pk_settings(budget: int | None = None) -> dict:
@@ -95,6 +133,29 @@ def pk_settings(budget: int | None = None) -> dict:
         return dict(PK_SETTINGS)
     refinement = min(PK_REFINEMENT, budget // 2)
     return {**PK_SETTINGS, "max_iterations": budget - refinement, "num_limit_refinement_iterations": refinement}
+
+
+def rtb_settings(budget: int | None = None) -> dict:
+    """:data:`RTB_SETTINGS`, or with a total ``budget`` of iterations: ``slimit`` searches of ``ilimit`` (<= 20) each.
+
+    The fewest searches of at most 20 iterations that fit the budget: 200 -> 10 x 20, 30 -> 2 x 15, 10 -> 1 x 10.
+    """
+    if budget is None:
+        return dict(RTB_SETTINGS)
+    slimit = -(-budget // RTB_SETTINGS["ilimit"])
+    return {**RTB_SETTINGS, "ilimit": budget // slimit, "slimit": slimit}
+
+
+@functools.cache
+def importable(module: str) -> bool:
+    """Whether ``module`` imports; when it does not, say so once on stderr, with its pip name."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        package = PEER_PACKAGES.get(module, module)
+        print(f"{package} is not importable ({exc}): skipped (pip install {package})", file=sys.stderr, flush=True)
+        return False
+    return True
 
 
 @dataclass
@@ -359,6 +420,156 @@ def run_clik(
     return q, seconds, extra
 
 
+def urdf_root_link(urdf: str) -> str:
+    """The root link of a URDF document: the one link that is no joint's child."""
+    root = ElementTree.fromstring(urdf)
+    children = {j.find("child").get("link") for j in root.iter("joint")}
+    roots = [link.get("name") for link in root.iter("link") if link.get("name") not in children]
+    if len(roots) != 1:
+        raise ValueError(f"the URDF has {len(roots)} root links: {roots}")
+    return roots[0]
+
+
+def _check_fk(robot: ik_layer.Robot, fk: Callable[[np.ndarray], np.ndarray], who: str) -> None:
+    """Raise unless ``fk`` (q (dof,) -> (4, 4)) agrees with ``robot.fk`` on a few configurations in the limits."""
+    q = robot.random_q((4,), generator=torch.Generator(robot.device).manual_seed(SEED + 4))
+    ours = robot.fk(q).double().cpu().numpy()
+    theirs = np.stack([fk(qi) for qi in q.double().cpu().numpy()])
+    if not np.allclose(theirs, ours, atol=1e-9):
+        raise RuntimeError(f"{who}'s FK differs from ik-layer's on {robot.name}: joint order or frames differ")
+
+
+def _clamp(robot: ik_layer.Robot, q: np.ndarray) -> torch.Tensor:
+    """q (n, dof) in float64, clamped to Pinocchio's limits (the peers parse them in float32: off by ~5e-9 rad)."""
+    q = torch.as_tensor(q, dtype=torch.float64).reshape(-1, robot.dof)
+    return torch.minimum(torch.maximum(q, robot.lower.double().cpu()), robot.upper.double().cpu())
+
+
+@functools.cache
+def rtb_ets(name: str):
+    """roboticstoolbox-python's ETS of the built-in robot ``name``, from its URDF file up to its ee frame."""
+    import roboticstoolbox as rtb
+    from roboticstoolbox.models.URDF.URDFRobot import URDF_read
+
+    spec = REGISTRY[name]
+    links, robot_name, _ = URDF_read(spec.urdf.resolve())
+    model = rtb.Robot(links, name=robot_name)
+    ets = model.ets(end=spec.ee_frame)
+    joints = {link.jindex: getattr(link, "_joint_name", None) for link in model.links if link.isjoint}
+    names = [joints.get(e.jindex) for e in ets.joints()]
+    # Keep only the ETS (dropped at exit, :func:`_drop_rtb`): rtb objects alive at exit print nanobind leak
+    # warnings, and rtb's methods (``ets`` among them) are lru-cached on the class, holding on to the robot.
+    for cls in type(model).__mro__:
+        for method in vars(cls).values():
+            if hasattr(method, "cache_clear"):
+                method.cache_clear()
+    del model, links
+    gc.collect()
+    robot = ik_layer.load_robot(name)
+    if names != robot.joint_names:
+        raise RuntimeError(f"joint order differs: rtb {names} vs {robot.joint_names}")
+    _check_fk(robot, lambda q: ets.fkine(q).A, "roboticstoolbox")
+    return ets
+
+
+@atexit.register
+def _drop_rtb() -> None:
+    """Free the cached ETSs before the interpreter's teardown."""
+    rtb_ets.cache_clear()
+    gc.collect()
+
+
+def solve_rtb(robot: ik_layer.Robot, targets: np.ndarray, settings: dict | None = None) -> tuple[torch.Tensor, dict]:
+    """roboticstoolbox-python's C++ ``ETS.ik_LM`` on each target (n, 4, 4) in turn; q (n, dof) and its own stats.
+
+    ``settings`` default to :data:`RTB_SETTINGS`; every search starts from a random configuration in the limits.
+    """
+    settings = RTB_SETTINGS if settings is None else settings
+    ets = rtb_ets(robot.name)
+    out, iterations, searches, success = [], 0, 0, 0
+    for t in np.ascontiguousarray(targets, dtype=np.float64):
+        sol = ets.ik_LM(t, **settings)
+        out.append(sol.q)
+        iterations += sol.iterations
+        searches += sol.searches
+        success += bool(sol.success)
+    n = max(len(out), 1)
+    info = {"own_success": success / n, "iterations_mean": iterations / n, "searches_mean": searches / n}
+    return _clamp(robot, np.array(out)), info
+
+
+def run_rtb(
+    robot: ik_layer.Robot, targets: np.ndarray, repeats: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    solve_rtb(robot, targets[:16], settings)  # warm-up
+    holder = {}
+
+    def call() -> torch.Tensor:
+        q, holder["info"] = solve_rtb(robot, targets, settings)
+        return q
+
+    q, seconds = timed(call, repeats)
+    return q, seconds, {**holder["info"], **settings}
+
+
+@functools.cache
+def tracik_solver(name: str, timeout: float, eps: float, solve_type: str):
+    """A ``pytracik.TRAC_IK`` of the built-in robot ``name``: its URDF text, from the root link to the ee frame."""
+    import pytracik
+
+    spec = REGISTRY[name]
+    urdf = spec.urdf.read_text()
+    solver = pytracik.TRAC_IK(
+        urdf_root_link(urdf), spec.ee_frame, urdf, timeout, eps, getattr(pytracik.SolveType, solve_type)
+    )
+    robot = ik_layer.load_robot(name)
+    limits = np.array([pytracik.get_joint_lower_bounds(solver), pytracik.get_joint_upper_bounds(solver)])
+    ours = torch.stack((robot.lower, robot.upper)).double().cpu().numpy()
+    if limits.shape != ours.shape or not np.allclose(limits, ours, atol=1e-6):
+        raise RuntimeError(f"TRAC-IK's joint limits differ from ik-layer's on {name}: {limits} vs {ours}")
+    _check_fk(robot, lambda q: pytracik.fk(solver, q), "TRAC-IK")
+    return solver
+
+
+def solve_tracik(
+    robot: ik_layer.Robot, targets: np.ndarray, settings: dict | None = None, seed: int = SEED + 5
+) -> tuple[torch.Tensor, dict]:
+    """TRAC-IK (``pytracik``) on each target (n, 4, 4) in turn from a seed drawn in the limits; q (n, dof), stats.
+
+    ``settings`` default to :data:`TRACIK_SETTINGS`. A target TRAC-IK gives up on keeps its seed.
+    """
+    import pytracik
+
+    settings = TRACIK_SETTINGS if settings is None else settings
+    solver = tracik_solver(robot.name, **settings)
+    rng = np.random.default_rng(seed)
+    lower, upper = robot.lower.double().cpu().numpy(), robot.upper.double().cpu().numpy()
+    out, success = [], 0
+    for t in np.asarray(targets, dtype=np.float64):
+        start = rng.uniform(lower, upper)
+        x, y, z = t[:3, 3]
+        qx, qy, qz, qw = pin.Quaternion(t[:3, :3]).coeffs()
+        result = pytracik.ik(solver, start, x, y, z, qx, qy, qz, qw)
+        found = result[0] >= 0  # its return code: the number of solutions found, or negative
+        out.append(result[1:] if found else start)
+        success += bool(found)
+    return _clamp(robot, np.array(out)), {"own_success": success / max(len(out), 1)}
+
+
+def run_tracik(
+    robot: ik_layer.Robot, targets: np.ndarray, repeats: int, settings: dict
+) -> tuple[torch.Tensor, float, dict]:
+    solve_tracik(robot, targets[:16], settings)  # warm-up
+    holder = {}
+
+    def call() -> torch.Tensor:
+        q, holder["info"] = solve_tracik(robot, targets, settings)
+        return q
+
+    q, seconds = timed(call, repeats)
+    return q, seconds, {**holder["info"], **settings}
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -387,7 +598,7 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
         )
         log(rows[-1])
 
-    if not args.no_pk:
+    if not args.no_pk and importable("pytorch_kinematics"):
         pk_batch = min(batch, args.pk_max_batch)
         pk_repeats = 1 if batch == largest else repeats
         q, seconds, extra = run_pk(name, robot, targets[:pk_batch], pk_repeats, PK_SETTINGS)
@@ -429,12 +640,105 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
         )
         log(rows[-1])
 
+    per_target = (
+        ("rtb ik_LM", RTB_MODULE, args.no_rtb, run_rtb, cli_rtb_settings(args)),
+        ("TRAC-IK", "pytracik", args.no_tracik, run_tracik, TRACIK_SETTINGS),
+    )
+    for label, module, skip, run, settings in per_target:
+        if skip or not importable(module):
+            continue
+        q, seconds, extra = run(robot, targets_np, repeats, settings)
+        rows.append(
+            summarize(
+                robot,
+                q,
+                targets_np,
+                solver=label,
+                batch=batch,
+                timed=batch,
+                seconds=seconds,
+                solves_per_s=batch / seconds,
+                repeats=repeats,
+                notes="one at a time",
+                extra=extra,
+            )
+        )
+        log(rows[-1])
+
     by_label = {r.solver: r for r in rows}
     for r in rows:
         if not r.solver.startswith("ik-layer"):
             r.ratio_f64 = by_label["ik-layer f64"].solves_per_s / r.solves_per_s
             r.ratio_f32 = by_label["ik-layer f32"].solves_per_s / r.solves_per_s
     return rows
+
+
+def cli_rtb_settings(args: argparse.Namespace) -> dict:
+    """:data:`RTB_SETTINGS` with the command line's ``--rtb-ilimit`` and ``--rtb-slimit``."""
+    return {**RTB_SETTINGS, "ilimit": args.rtb_ilimit, "slimit": args.rtb_slimit}
+
+
+@dataclass
+class Latency:
+    """Batch-1 latency of one solver on one robot: ``targets`` calls of one target each."""
+
+    solver: str
+    robot: str
+    targets: int
+    median_ms: float
+    p99_ms: float
+    success_strict: float  # of those answers, checked with Pinocchio
+
+
+def latency_solvers(robot: ik_layer.Robot, args: argparse.Namespace) -> dict[str, Callable[[int, torch.Tensor], Any]]:
+    """Every solver of the run as ``fn(i, target (1, 4, 4) float64) -> q (1, dof)``, called as the batch runs do."""
+    r64 = ik_layer.load_robot(robot.name, dtype=torch.float64)
+    r32 = ik_layer.load_robot(robot.name, dtype=torch.float32)
+    solvers: dict[str, Callable[[int, torch.Tensor], Any]] = {
+        "ik-layer f64": lambda i, t: solve_ik_layer(r64, t).q,
+        "ik-layer f32": lambda i, t: solve_ik_layer(r32, t).q,
+    }
+    if not args.no_pk and importable("pytorch_kinematics"):
+        solvers["pk PseudoInverseIK"] = lambda i, t: solve_pk(robot, t, PK_SETTINGS)[0]
+    if not args.no_clik:
+        solvers["pinocchio CLIK"] = lambda i, t: solve_clik(
+            robot, t.numpy(), MAX_ITERATIONS, args.clik_restart, CLIK_SETTINGS
+        )[0]
+    if not args.no_rtb and importable(RTB_MODULE):
+        rtb = cli_rtb_settings(args)
+        solvers["rtb ik_LM"] = lambda i, t: solve_rtb(robot, t.numpy(), rtb)[0]
+    if not args.no_tracik and importable("pytracik"):
+        solvers["TRAC-IK"] = lambda i, t: solve_tracik(robot, t.numpy(), TRACIK_SETTINGS, seed=SEED + 5 + i)[0]
+    return solvers
+
+
+def bench_latency(name: str, n: int, args: argparse.Namespace) -> list[Latency]:
+    """Median and p99 wall time [ms] of one call per target, ``n`` targets, for every solver."""
+    robot = ik_layer.load_robot(name)
+    _, targets = make_targets(robot, n, SEED - 1)  # not the batch targets
+    out = []
+    for label, fn in latency_solvers(robot, args).items():
+        fn(0, targets[:1])  # warm-up
+        samples, answers = [], []
+        for i in range(n):
+            start = time.perf_counter()
+            q = fn(i, targets[i : i + 1])
+            samples.append(time.perf_counter() - start)
+            answers.append(q.detach().double().cpu().reshape(1, -1))
+        pos, ori, _ = verify(robot, torch.cat(answers), targets.numpy())
+        ms = np.array(samples) * 1e3
+        out.append(
+            Latency(
+                label, name, n, float(np.median(ms)), float(np.quantile(ms, 0.99)), float(succeeded(pos, ori).mean())
+            )
+        )
+        print(
+            f"  {label:<20} {name:<6} batch      1: median {out[-1].median_ms:.2f} ms, p99 {out[-1].p99_ms:.2f} ms "
+            f"({out[-1].success_strict:.1%} strict, {n} targets)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return out
 
 
 def log(row: Row) -> None:
@@ -444,6 +748,15 @@ def log(row: Row) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the peers' distributions (absent ones left out)."""
+    versions = {}
+    for package in PEER_PACKAGES.values():
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[package] = importlib.metadata.version(package)
+    return versions
 
 
 def pct(x: float) -> str:
@@ -459,7 +772,7 @@ def markdown(rows: list[Row]) -> str:
         "solver", "robot", "batch", "success 1e-4 m / 1e-3 rad", "success 1 mm / 0.01 rad", "in limits",
         "pos err median / p99 [m]", "ori err median / p99 [rad]", "solves/s", "ik-layer f64 x", "ik-layer f32 x",
     ]  # fmt: skip
-    ratio = lambda x: "" if x is None else f"{x:.1f}x"  # noqa: E731
+    ratio = lambda x: "" if x is None else f"{x:.1f}x" if x >= 0.95 else f"{x:.2g}x"  # noqa: E731
     cells = [
         [
             r.solver + (f" ({r.notes})" if r.notes else ""),
@@ -479,9 +792,18 @@ def markdown(rows: list[Row]) -> str:
     return markdown_table(header, cells, text_columns=2)
 
 
+def latency_markdown(rows: list[Latency]) -> str:
+    header = ["solver", "robot", "targets", "median [ms]", "p99 [ms]", "success 1e-4 m / 1e-3 rad"]
+    cells = [
+        [r.solver, r.robot, str(r.targets), f"{r.median_ms:.2f}", f"{r.p99_ms:.2f}", pct(r.success_strict)]
+        for r in rows
+    ]
+    return markdown_table(header, cells, text_columns=2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="200 targets only")
+    parser.add_argument("--quick", action="store_true", help="200 targets only (unless --batch)")
     parser.add_argument("--batch", type=int, action="append", help="batch size (repeatable); default 1000 and 10000")
     parser.add_argument("--robot", action="append", choices=ROBOTS, help="robot (repeatable); default both")
     parser.add_argument("--repeats", type=int, default=0, help="timed runs per solver (default 3, 1 at 10k)")
@@ -490,6 +812,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pk-max-batch", type=int, default=10_000, help="cap on the targets given to pk")
     parser.add_argument("--no-pk", action="store_true", help="skip pytorch-kinematics")
     parser.add_argument("--no-clik", action="store_true", help="skip the Pinocchio CLIK loop")
+    parser.add_argument("--no-rtb", action="store_true", help="skip roboticstoolbox-python's ik_LM")
+    parser.add_argument("--no-tracik", action="store_true", help="skip TRAC-IK (pytracik)")
+    parser.add_argument("--rtb-ilimit", type=int, default=RTB_SETTINGS["ilimit"], help="rtb iterations per search")
+    parser.add_argument("--rtb-slimit", type=int, default=RTB_SETTINGS["slimit"], help="rtb searches per target")
+    parser.add_argument(
+        "--latency", type=int, default=0, metavar="N", help="also time N targets one per call per solver (batch 1)"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every solver (default: torch's)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
     args = parser.parse_args(argv)
@@ -499,11 +828,17 @@ def main(argv: list[str] | None = None) -> int:
         or args.clik_restart < 1
         or args.repeats < 0
         or args.threads < 0
+        or args.rtb_ilimit < 1
+        or args.rtb_slimit < 1
+        or args.latency < 0
     ):
-        parser.error("batch sizes, --clik-subset and --clik-restart must be positive, --repeats >= 0")
+        parser.error(
+            "batch sizes, --clik-subset, --clik-restart, --rtb-ilimit and --rtb-slimit must be positive, "
+            "--repeats, --threads and --latency >= 0"
+        )
     if args.threads:
         torch.set_num_threads(args.threads)
-    batches = [200] if args.quick else (args.batch or [1000, 10_000])
+    batches = args.batch or ([200] if args.quick else [1000, 10_000])
     robots = args.robot or ROBOTS
     warnings.filterwarnings("ignore")
     logging.getLogger("pytorch_kinematics").setLevel(logging.ERROR)
@@ -513,8 +848,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in robots:
         for batch in batches:
             rows.extend(bench_robot(name, batch, args, max(batches)))
+    latency = [row for name in robots for row in bench_latency(name, args.latency, args)] if args.latency else []
     table = markdown(rows)
     print(table)
+    if latency:
+        print(f"\nBatch-1 latency ({args.latency} targets, one per call):\n")
+        print(latency_markdown(latency))
     total = time.perf_counter() - start
     print(
         f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
@@ -534,10 +873,16 @@ def main(argv: list[str] | None = None) -> int:
             "ik_layer_settings": {"max_iterations": MAX_ITERATIONS, "num_seeds": 4},
             "pk_settings": PK_SETTINGS,
             "clik_settings": {**CLIK_SETTINGS, "budget": MAX_ITERATIONS, "restart_every": args.clik_restart},
+            "rtb_settings": cli_rtb_settings(args),
+            "tracik_settings": TRACIK_SETTINGS,
+            "versions": package_versions(),
             "total_seconds": total,
         }
+        result = {"meta": meta, "rows": [asdict(r) for r in rows], "table": table}
+        if latency:
+            result["latency"] = [asdict(r) for r in latency]
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "table": table}, indent=2))
+        args.json.write_text(json.dumps(result, indent=2))
     return 0
 
 

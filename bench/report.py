@@ -1,4 +1,4 @@
-"""Benchmark report with plots: ik-layer against pytorch-kinematics and Pinocchio CLIK.
+"""Benchmark report with plots: ik-layer against pytorch-kinematics, Pinocchio CLIK, rtb and TRAC-IK.
 
 Writes ``OUT/REPORT.md`` and PNG plots: success rate vs iteration budget, solves/s
 vs batch size (log-log, CPU, plus CUDA when available), histograms of position and
@@ -9,8 +9,10 @@ The solvers, their settings, the targets and the check are those of ``bench/ik_v
 (imported from it, with an iteration budget): ik-layer with its defaults (4 seeds),
 pytorch-kinematics ``PseudoInverseIK`` with the best settings found there (20 retries,
 early stopping when any retry converged, LM damping 0.1, joint limits; its limit-refinement
-iterations counted in the budget), and Pinocchio's CLIK loop with random restarts every 20
-iterations. Every solution is checked in float64 with Pinocchio, not with a solver's own
+iterations counted in the budget), Pinocchio's CLIK loop with random restarts every 20
+iterations, and, when installed, roboticstoolbox-python's C++ ``ik_LM`` (searches of 20 iterations
+within the budget) and TRAC-IK (``pytracik``, 5 ms per target, no iteration budget), both one
+target per call. Every solution is checked in float64 with Pinocchio, not with a solver's own
 flag. Targets are FK of random configurations inside the joint limits (reachable), fixed seed.
 
 Usage::
@@ -103,16 +105,33 @@ def solve_pinocchio_clik(robot: Robot, targets: Tensor, budget: int) -> Tensor:
     return peers.solve_clik(robot, targets.detach().cpu().double().numpy(), budget)[0].to(robot.dtype)
 
 
+def solve_rtb(robot: Robot, targets: Tensor, budget: int) -> Tensor:
+    """roboticstoolbox-python's C++ ``ik_LM`` (``ik_vs_peers.solve_rtb``), one target at a time, searches of <= 20."""
+    q = peers.solve_rtb(robot, targets.detach().cpu().double().numpy(), peers.rtb_settings(budget))[0]
+    return q.to(robot.dtype)
+
+
+def solve_tracik(robot: Robot, targets: Tensor, budget: int) -> Tensor:
+    """TRAC-IK (``ik_vs_peers.solve_tracik``), one target at a time; it has a time limit (5 ms), not a budget."""
+    return peers.solve_tracik(robot, targets.detach().cpu().double().numpy())[0].to(robot.dtype)
+
+
+PER_TARGET = ("pinocchio-clik", "roboticstoolbox", "trac-ik")  # solvers looping over targets in Python
+
+
 def available_solvers() -> dict[str, Solver]:
-    """ik-layer and Pinocchio CLIK, plus pytorch-kinematics when it is installed."""
+    """ik-layer and Pinocchio CLIK, plus pytorch-kinematics, roboticstoolbox-python and TRAC-IK when installed.
+
+    A peer that does not import is left out with a line on stderr (``ik_vs_peers.importable``).
+    """
     solvers: dict[str, Solver] = {"ik-layer": solve_ik_layer}
-    try:
-        import pytorch_kinematics  # noqa: F401
-    except ImportError:
-        print("pytorch-kinematics is not installed: left out (pip install pytorch-kinematics)", file=sys.stderr)
-    else:
+    if peers.importable("pytorch_kinematics"):
         solvers["pytorch-kinematics"] = solve_pytorch_kinematics
     solvers["pinocchio-clik"] = solve_pinocchio_clik
+    if peers.importable(peers.RTB_MODULE):
+        solvers["roboticstoolbox"] = solve_rtb
+    if peers.importable("pytracik"):
+        solvers["trac-ik"] = solve_tracik
     return solvers
 
 
@@ -240,7 +259,7 @@ def plot_throughput(
     """Solves/s vs batch size, log-log."""
     fig, ax = _figure()
     for name, values in rates.items():
-        ax.plot(batch_sizes, values, marker="o", linestyle="--" if name == "pinocchio-clik" else "-", label=name)
+        ax.plot(batch_sizes, values, marker="o", linestyle="--" if name in PER_TARGET else "-", label=name)
     ax.set(
         xscale="log",
         yscale="log",
@@ -329,6 +348,25 @@ def _server_table(runs: list[dict[str, float]]) -> list[str]:
     return lines
 
 
+def peer_sentence(solvers: dict[str, object]) -> str:
+    """What the report says of the per-target C++ peers among ``solvers`` (empty when neither ran)."""
+    text = ""
+    if "roboticstoolbox" in solvers:
+        rtb = peers.RTB_SETTINGS
+        text += (
+            f"roboticstoolbox-python: its C++ `ETS.ik_LM` ({rtb['method']} damping, tol {rtb['tol']:g} on "
+            "|e|^2/2, joint limits enforced by rejecting searches), one target at a time, searches of "
+            f"at most {rtb['ilimit']} iterations filling the budget (10 x 20 for 200). "
+        )
+    if "trac-ik" in solvers:
+        tr = peers.TRACIK_SETTINGS
+        text += (
+            f"TRAC-IK (pytracik): solve type {tr['solve_type']}, eps {tr['eps']:g}, one target at a time with a "
+            f"{1e3 * tr['timeout']:g} ms time limit instead of an iteration budget (flat in the success plot). "
+        )
+    return text
+
+
 def write_report(
     out: Path,
     command: str,
@@ -356,7 +394,9 @@ def write_report(
         f"converged, LM damping {pk['lm_damping']:g}, joint limits enforced, its joint-limit refinement iterations "
         f"(up to {peers.PK_REFINEMENT}) counted in the budget; Pinocchio CLIK: damped ({clik['damping']:g}) "
         f"Gauss-Newton on log6, step {clik['dt']:g}, one target at a time, random restarts every "
-        f"{peers.CLIK_RESTART} iterations within the budget. Timings are noisy on shared machines.",
+        f"{peers.CLIK_RESTART} iterations within the budget. "
+        + peer_sentence(acc.success)
+        + "Timings are noisy on shared machines.",
         "",
         f"## Success rate vs iteration budget ({sizes.targets} targets)",
         "",
@@ -377,7 +417,7 @@ def write_report(
         *_throughput_table(rates, sizes.batch_sizes),
         "",
         f"Pinocchio CLIK solves one target at a time; its rate is measured on {sizes.clik_targets} targets "
-        "and drawn flat.",
+        "and drawn flat. roboticstoolbox and TRAC-IK also loop over the targets (dashed), timed per batch size.",
         "",
         image("throughput"),
         "",
