@@ -79,29 +79,69 @@ def solve(
     Returns:
         An :class:`IKResult`; unreachable targets come back with ``success=False``.
     """
-    opts = SolveOptions.build(options, **option_changes)
-    if not isinstance(robot, Robot):
-        raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-    target_t = robot.check_target(target)
-    if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
-        raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
-    robot.check_generator(generator)
-    batch = target_t.shape[:-2]
-    flat_target = target_t.reshape(-1, 4, 4)
-    n = flat_target.shape[0]
-    w = _weights(robot, weights, batch, n)
-    q_ref = _per_target(robot, warm_start, batch, n, "warm_start")
-    q_post = _per_target(robot, posture, batch, n, "posture")
+    problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
+    run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator)
+    q, ok, pos_err, ori_err, iters = run.run(problem.warm_start)
+    return problem.unflatten(IKResult(q, ok, pos_err, ori_err, iters))
 
-    problem = _Problem(robot, flat_target, w, opts, q_post, generator)
-    q, ok, pos_err, ori_err, iters = problem.run(q_ref)
-    return IKResult(
-        q=q.reshape(*batch, robot.dof),
-        success=ok.reshape(batch),
-        position_error=pos_err.reshape(batch),
-        orientation_error=ori_err.reshape(batch),
-        iterations=iters.reshape(batch),
-    )
+
+@dataclass(frozen=True)
+class Problem:
+    """The validated inputs of one solve, flattened to ``n`` rows (the targets' batch shape kept apart).
+
+    Attributes:
+        batch: the targets' batch shape ``(...)``.
+        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6); warm_start, posture: (n, dof) or None.
+        options: the resolved solver options.
+    """
+
+    batch: torch.Size
+    target: Tensor
+    weights: Tensor
+    warm_start: Tensor | None
+    posture: Tensor | None
+    options: SolveOptions
+
+    @staticmethod
+    def prepare(
+        robot: Robot,
+        target: Tensor,
+        options: SolveOptions | None,
+        warm_start: Tensor | None,
+        weights: Tensor | None,
+        posture: Tensor | None,
+        generator: torch.Generator | None,
+        option_changes: dict[str, Any],
+    ) -> Problem:
+        """Check every argument of :func:`solve` (IKLayerError naming it) and flatten the per-target ones."""
+        opts = SolveOptions.build(options, **option_changes)
+        if not isinstance(robot, Robot):
+            raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+        target_t = robot.check_target(target)
+        if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
+            raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
+        robot.check_generator(generator)
+        batch = target_t.shape[:-2]
+        flat = target_t.reshape(-1, 4, 4)
+        n = flat.shape[0]
+        return Problem(
+            batch=batch,
+            target=flat,
+            weights=_weights(robot, weights, batch, n),
+            warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
+            posture=_per_target(robot, posture, batch, n, "posture"),
+            options=opts,
+        )
+
+    def unflatten(self, result: IKResult) -> IKResult:
+        """``result`` of the flat rows, reshaped to the targets' batch shape."""
+        return IKResult(
+            q=result.q.reshape(*self.batch, result.q.shape[-1]),
+            success=result.success.reshape(self.batch),
+            position_error=result.position_error.reshape(self.batch),
+            orientation_error=result.orientation_error.reshape(self.batch),
+            iterations=result.iterations.reshape(self.batch),
+        )
 
 
 class _Problem:

@@ -4,7 +4,8 @@
   slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.solver`).
 * :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp.
 * :class:`~ik_layer.engine.kernel.BlockLauncher`: the recorded launch over one set of slots.
-* :func:`solve_with_kernel`: the engine's first client, one slot (one seed) per target.
+* :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).
+* :func:`solve_with_kernel`: the engine's first client: admit every target, run until all retired.
 """
 
 from __future__ import annotations
@@ -13,19 +14,24 @@ import torch
 from torch import Tensor
 
 from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, lm_block_kernel
+from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
-from ik_layer.lie import pose_error
 from ik_layer.options import SolveOptions
-from ik_layer.solver import _MAX_TARGET_DISTANCE, IKResult, _per_target, _weights
+from ik_layer.solver import IKResult, Problem
 
 __all__ = [
+    "CANCELLED",
+    "DEADLINE",
     "EMPTY",
     "EXHAUSTED",
+    "ROW_STATUS",
     "RUNNING",
     "SOLVED",
     "BlockLauncher",
+    "Engine",
+    "Request",
     "Slots",
     "lm_block_kernel",
     "solve_with_kernel",
@@ -53,37 +59,16 @@ def solve_with_kernel(
         An :class:`ik_layer.IKResult`: the best configuration found, success, the errors recomputed at it
         with :func:`ik_layer.lie.pose_error` over the weighted axes, and the iterations used.
     """
-    opts = SolveOptions.build(options)
     if not (isinstance(block, int) and block >= 1):
         raise IKLayerError(f"block must be an int >= 1, got {block!r}")
-    if not isinstance(robot, Robot):
-        raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-    target_t = robot.check_target(target)
-    if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
-        raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
-    batch = target_t.shape[:-2]
-    flat_target = target_t.reshape(-1, 4, 4)
-    n = flat_target.shape[0]
-    w = _weights(robot, weights, batch, n)
-    q_start = _per_target(robot, warm_start, batch, n, "warm_start")
-    if q_start is None:
+    problem = Problem.prepare(robot, target, options, warm_start, weights, None, None, {})
+    n = problem.target.shape[0]
+    if problem.warm_start is None:
         generator = torch.Generator(device=robot.device).manual_seed(generator_seed)
-        q_start = robot.random_q((n,), generator=generator)
+        start = robot.random_q((n,), generator=generator)
     else:
-        q_start = robot.wrap(q_start)
-
-    slots = Slots(robot, n)
-    slots.admit(torch.arange(n, device=robot.device), flat_target, q_start, opts, weights=w, seed=generator_seed)
-    launch = BlockLauncher(slots)
-    while n and bool(slots.running().any()):
-        launch(block)
-
-    best_q = slots.best_q.clone()
-    masked = pose_error(flat_target, robot.kinematics(best_q, jacobian=False)[0]) * (w > 0)
-    return IKResult(
-        q=best_q.reshape(*batch, robot.dof),
-        success=(slots.status == SOLVED).reshape(batch),
-        position_error=masked[:, :3].norm(dim=-1).reshape(batch),
-        orientation_error=masked[:, 3:].norm(dim=-1).reshape(batch),
-        iterations=slots.iterations.to(torch.int64).reshape(batch),
-    )
+        start = robot.wrap(problem.warm_start)
+    engine = Engine(robot, capacity=max(n, 1), block=block)
+    request = engine.submit(problem.target, start, problem.options, weights=problem.weights, seed=generator_seed)
+    engine.run(request)
+    return problem.unflatten(request.result())
