@@ -372,7 +372,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (builds for minutes)")
     args = parser.parse_args()
     print(apply_threads_and_describe(args.threads) + f", warp {wp.config.version}, numba {numba.__version__}\n")
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING
     wp.init()
     robots = ["panda"] if args.quick else ["panda", "ur5e", "iiwa14"]
     batches = [1, 1000] if args.quick else [1, 64, 1000, 10_000]

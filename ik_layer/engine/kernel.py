@@ -43,7 +43,7 @@ from ik_layer.solver import (
 if TYPE_CHECKING:
     from ik_layer.engine.slots import Slots
 
-wp.config.quiet = True  # a library does not print warp's banner and compile messages
+wp.config.log_level = wp.LOG_ERROR  # a library prints no banner, compile messages or CPU-only warnings
 
 __all__ = [
     "EMPTY",

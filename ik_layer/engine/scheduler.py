@@ -1,12 +1,15 @@
 """Iteration-level scheduling over the LM kernel's slots: admit, step, retire, cancel, deadlines.
 
 An :class:`Engine` owns a fixed pool of slots for one robot. Requests (:meth:`Engine.submit`, any
-thread) wait in a queue; each :meth:`Engine.step` (one worker thread) admits waiting rows into free
-slots, advances every running slot by one block of iterations; at the next step the rows that
-finished, ran out of budget, belong to a cancelled request or passed their request's deadline
-retire, and a request is answered as soon as its last row has. Rows of different requests, with different options, share
-the pool; a row's answer depends only on its own target, start, options and random stream, not on
-which slots it shares a block with or when it was admitted.
+thread) wait in a queue; each :meth:`Engine.step` (one worker thread) retires what the last block
+finished, admits waiting targets into free slots and advances every running slot by one block of
+iterations. A target starts with one seed; while it is unsolved and its newest seed has restarted
+(it stalled), it gets one more seed in a slot of its own, up to ``num_seeds``, with the iterations
+left of its budget. A target retires at its first solved seed (its other seeds are freed), when all
+its seeds ran out of budget, when its request is cancelled or when the request's deadline passed;
+a request is answered as soon as its last target has. Requests with different options share
+the pool; given free slots, a target's answer depends only on its own target, starts, options and
+random streams, not on its neighbours or on when it was admitted.
 """
 
 from __future__ import annotations
@@ -40,41 +43,54 @@ _ids = itertools.count()
 
 @dataclass(eq=False)
 class Request:
-    """One submitted batch of targets; its fields fill in as its rows retire.
+    """One submitted batch of targets; its fields fill in as its targets retire.
 
     Attributes:
-        target: (n, 4, 4) ``T_base_ee`` targets; start: (n, dof) first configurations; weights: (n, 6).
-        options: the solver options of every row; seed: the seed of the rows' restart streams.
-        deadline: ``time.monotonic()`` after which unfinished rows retire with status DEADLINE (None: never).
-        q: (n, dof) best configurations so far (the answer once :attr:`done` is set).
+        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6).
+        start: (n, k, dof) first configurations of the targets' first k seeds; seeds beyond k start random.
+        posture: (n, dof) preferred configurations, or None.
+        options: the solver options of every target; seed: the seed of the random starts and restarts.
+        deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
+        q: (n, dof) best configurations (the answer once :attr:`done` is set).
         status: (n,) int32 final status codes on the CPU (see :data:`ROW_STATUS`), ``RUNNING`` until retired.
-        iterations: (n,) int64 iterations used, on the CPU.
-        done: set when every row has retired.
+        iterations: (n,) int64 iterations used (counted from the target's start), on the CPU.
+        done: set when every target has retired.
     """
 
     target: Tensor
     start: Tensor
     weights: Tensor
+    posture: Tensor | None
     options: SolveOptions
     seed: int
     deadline: float | None
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
-    admitted: int = 0  # rows handed to slots so far (rows are admitted in order)
+    admitted: int = 0  # targets whose first seed reached a slot (in order)
     retired: int = 0
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
-        n = self.start.shape[0]
-        self.q = self.start.clone()
+        n = self.target.shape[0]
+        self.q = self.start[:, 0].clone()
         self.status = torch.full((n,), RUNNING, dtype=torch.int32)
         self.iterations = torch.zeros(n, dtype=torch.int64)
+        self.slot = torch.full((n, self.options.num_seeds), -1, dtype=torch.long)  # slot of each running seed, CPU
+        self.best_score = torch.full((n,), torch.inf, dtype=torch.float64)  # of seeds already freed, CPU
         self._errors: tuple[Tensor, Tensor] | None = None
 
     @property
     def rows(self) -> int:
         """Number of targets."""
         return self.target.shape[0]
+
+    def seed_start(self, rows: Tensor, k: int, robot: Robot) -> Tensor:
+        """Starts (len(rows), dof) of seed ``k`` of the targets ``rows``: given, or uniform in the limits."""
+        if k < self.start.shape[1]:
+            return self.start[rows, k]
+        generator = torch.Generator(device=robot.device).manual_seed(hash((self.seed, k)) % 2**62)
+        every = robot.random_q((self.rows,), generator=generator)  # drawn for all rows: independent of `rows`
+        return every[rows]
 
     def result(self) -> IKResult:
         """The answer, once :attr:`done` is set; errors are measured at the best configurations, weighted axes."""
@@ -101,8 +117,8 @@ class Engine:
 
     Args:
         robot: the robot (its dtype and device are the slots').
-        capacity: slots (rows in flight at once).
-        block: iterations per launch; rows are admitted and retired between blocks.
+        capacity: slots (seeds in flight at once).
+        block: iterations per launch; seeds are admitted and retired between blocks.
     """
 
     def __init__(self, robot: Robot, capacity: int = 1024, block: int = 8) -> None:
@@ -116,10 +132,16 @@ class Engine:
         self.slots = Slots(robot, capacity)
         self._launch = BlockLauncher(self.slots)
         self._free: deque[int] = deque(range(capacity))
-        self._slot_request = torch.full((capacity,), -1, dtype=torch.long)  # request id per slot (-1: free), CPU
-        self._slot_row = torch.zeros(capacity, dtype=torch.long)  # row of that request, CPU
-        self._active: dict[int, Request] = {}  # requests with rows in slots, by id
+        # Per slot, on the CPU: owning request id (-1: free), target row, seed index, iterations before its start.
+        self._slot_request = torch.full((capacity,), -1, dtype=torch.long)
+        self._slot_row = torch.zeros(capacity, dtype=torch.long)
+        self._slot_seed = torch.zeros(capacity, dtype=torch.long)
+        self._slot_offset = torch.zeros(capacity, dtype=torch.long)
+        self._slot_may_ask = torch.zeros(capacity, dtype=torch.bool)  # newest seed of its target, more allowed
+        self._active: dict[int, Request] = {}  # requests with seeds in slots, by id
         self._waiting: deque[Request] = deque()
+        self._extra: deque[tuple[Request, int, int, int]] = deque()  # (request, row, seed, offset) to admit
+        self._freed: list[int] = []  # slots freed during a retirement, emptied at its end
         self._lock = threading.Lock()
 
     def submit(
@@ -129,6 +151,7 @@ class Engine:
         options: SolveOptions,
         *,
         weights: Tensor | None = None,
+        posture: Tensor | None = None,
         seed: int = 0,
         deadline: float | None = None,
     ) -> Request:
@@ -136,16 +159,19 @@ class Engine:
 
         Args:
             target: (n, 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
-            start: (n, dof) first configurations, inside the limits.
-            options: the rows' budget, tolerances and restart policy.
+            start: (n, dof) or (n, k, dof) starts of the first seeds, inside the limits.
+            options: budget, tolerances, restart policy and ``num_seeds`` (the most seeds per target).
             weights: (n, 6) non-negative error weights (default ones).
-            seed: seed of the rows' restart streams (row i uses stream ``(seed, i)``).
+            posture: (n, dof) preferred configurations (pulled towards in the null space), or None.
+            seed: seed of the random starts and of the restart streams.
             deadline: ``time.monotonic()`` deadline of the whole request, or None.
         """
         n = target.shape[0]
         if weights is None:
             weights = torch.ones(n, 6, dtype=self.robot.dtype, device=self.robot.device)
-        request = Request(target, start, weights, options, seed, deadline)
+        if start.dim() == 2:
+            start = start[:, None]
+        request = Request(target, start, weights, posture, options, seed, deadline)
         if n == 0:
             request.finish(self.robot)
             return request
@@ -154,19 +180,19 @@ class Engine:
         return request
 
     def cancel(self, request: Request) -> None:
-        """Retire ``request``'s rows at the next step (thread-safe); they answer with status CANCELLED."""
+        """Retire ``request``'s targets at the next step (thread-safe); they answer with status CANCELLED."""
         with self._lock:
             request.cancelled = True
 
     @property
     def busy(self) -> bool:
-        """Whether any row waits or runs."""
-        return bool(self._waiting) or len(self._free) < self.slots.capacity
+        """Whether any target waits or runs."""
+        return bool(self._waiting) or bool(self._extra) or len(self._free) < self.slots.capacity
 
     def step(self) -> None:
-        """Retire what the last block finished (and cancelled or expired rows), admit waiting rows, run one block.
+        """Retire what the last block finished (and cancelled or expired targets), admit seeds, run one block.
 
-        Call from one worker thread only; a request is answered at the step after its last row's block.
+        Call from one worker thread only; a request is answered at the step after its last target's block.
         """
         self._retire()
         self._admit()
@@ -178,79 +204,182 @@ class Engine:
         while (request is None and self.busy) or (request is not None and not request.done.is_set()):
             self.step()
 
+    # ----------------------------------------------------------------------------------- admission
+
     def _admit(self) -> None:
         with self._lock:
+            while self._extra and (self._free or self._extra[0][0].cancelled):  # more seeds for stalled targets
+                request, row, k, offset = self._extra.popleft()
+                if request.status[row] != RUNNING:
+                    continue
+                if request.cancelled:
+                    waiting = any(r is request and i == row for r, i, _, _ in self._extra)
+                    if not bool((request.slot[row] >= 0).any()) and not waiting:
+                        self._answer(request, torch.tensor([row]), torch.tensor([offset]), code=CANCELLED)
+                        if request.retired == request.rows:
+                            self._active.pop(request.id, None)
+                            request.finish(self.robot)
+                    continue
+                budget = request.options.max_iterations - offset
+                self._place(request, torch.tensor([row]), k, offset, request.options.replace(max_iterations=budget))
             while self._waiting and self._free:
                 request = self._waiting[0]
                 if request.cancelled:
                     self._waiting.popleft()
-                    self._finish_unadmitted(request)
+                    self._drop_unadmitted(request)
                     continue
                 take = min(len(self._free), request.rows - request.admitted)
-                slots = [self._free.popleft() for _ in range(take)]
-                rows = range(request.admitted, request.admitted + take)
-                index = torch.tensor(slots, device=self.robot.device)
-                row_index = torch.arange(rows.start, rows.stop, device=self.robot.device)
-                self.slots.admit(
-                    index,
-                    request.target[row_index],
-                    request.start[row_index],
-                    request.options,
-                    weights=request.weights[row_index],
-                    seed=request.seed,
-                    rng_offset=row_index,
-                )
-                self._slot_request[slots] = request.id
-                self._slot_row[slots] = torch.arange(rows.start, rows.stop)
-                self._active[request.id] = request
+                rows = torch.arange(request.admitted, request.admitted + take)
+                self._place(request, rows, 0, 0, request.options)
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
 
+    def _place(self, request: Request, rows: Tensor, k: int, offset: int, options: SolveOptions) -> None:
+        """Seed ``k`` of the targets ``rows`` (CPU) into free slots, ``offset`` iterations into their budget."""
+        slots = torch.tensor([self._free.popleft() for _ in range(len(rows))])
+        device = self.robot.device
+        on_device = rows.to(device)
+        extra = {} if request.posture is None else {"posture": request.posture[on_device]}
+        self.slots.admit(
+            slots.to(device),
+            request.target[on_device],
+            request.seed_start(on_device, k, self.robot),
+            options,
+            weights=request.weights[on_device],
+            seed=request.seed,
+            rng_offset=(on_device * request.options.num_seeds + k),
+            **extra,
+        )
+        self._slot_request[slots] = request.id
+        self._slot_row[slots] = rows
+        self._slot_seed[slots] = k
+        self._slot_offset[slots] = offset
+        self._slot_may_ask[slots] = k + 1 < request.options.num_seeds
+        request.slot[rows, k] = slots
+        self._active[request.id] = request
+
+    def _drop_unadmitted(self, request: Request) -> None:
+        """A cancelled request at the head of the queue: its targets not yet started answer CANCELLED."""
+        request.status[request.admitted :] = CANCELLED
+        request.retired += request.rows - request.admitted
+        request.admitted = request.rows
+        if request.retired == request.rows:
+            request.finish(self.robot)
+
+    # ----------------------------------------------------------------------------------- retirement
+
     def _retire(self) -> None:
         if len(self._free) == self.slots.capacity:
             return
-        status = self.slots.status.cpu()  # the one host sync per step
+        state = torch.stack((self.slots.status, self.slots.iterations, self.slots.age)).cpu()  # one host sync
+        status, iterations, age = state[0], state[1].to(torch.long), state[2].to(torch.long)
         now = time.monotonic()
         finished: list[Request] = []
+        self._freed: list[int] = []
         with self._lock:
             forced = {
                 rid: CANCELLED if r.cancelled else DEADLINE
                 for rid, r in self._active.items()
                 if r.cancelled or (r.deadline is not None and now >= r.deadline)
             }
-            occupied = self._slot_request >= 0
-            leaving = occupied & (status != RUNNING)
+            owner = self._slot_request
+            occupied = owner >= 0
+            stopped = occupied & (status != RUNNING)
             if forced:
-                leaving |= occupied & torch.isin(self._slot_request, torch.tensor(list(forced)))
-            slots = leaving.nonzero().squeeze(1)
-            if slots.numel() == 0:
-                return
-            owners, rows, codes = self._slot_request[slots], self._slot_row[slots], status[slots]
-            device_slots = slots.to(self.robot.device)
-            best_q, iterations = self.slots.best_q[device_slots], self.slots.iterations[device_slots].cpu()
-            self.slots.retire(device_slots)
-            self._slot_request[slots] = -1
-            self._free.extend(slots.tolist())
-            for rid in owners.unique().tolist():
+                stopped |= occupied & torch.isin(owner, torch.tensor(list(forced)))
+            self._ask_for_seeds(occupied & ~stopped, iterations, age)
+            slots = stopped.nonzero().squeeze(1)
+            for rid in owner[slots].unique().tolist():
                 request = self._active[rid]
-                mine = owners == rid
-                row = rows[mine]
-                code = codes[mine]
-                request.q[row.to(request.q.device)] = best_q[mine.to(best_q.device)]
-                request.iterations[row] = iterations[mine].to(torch.int64)
-                request.status[row] = torch.where(code == RUNNING, forced.get(rid, RUNNING), code)
-                request.retired += int(mine.sum())
+                mine = slots[owner[slots] == rid]
+                self._retire_slots(
+                    request, mine, status[mine], self._slot_offset[mine] + iterations[mine], forced.get(rid)
+                )
                 if request.retired == request.rows:
-                    del self._active[rid]
                     finished.append(request)
+            if self._freed:
+                self.slots.retire(torch.tensor(self._freed, device=self.robot.device))
+            for request in finished:
+                del self._active[request.id]
         for request in finished:
             request.finish(self.robot)
 
-    def _finish_unadmitted(self, request: Request) -> None:
-        """A cancelled request at the head of the queue: its rows not yet in slots answer CANCELLED at their start."""
-        request.status[request.admitted :] = CANCELLED
-        request.retired += request.rows - request.admitted
-        request.admitted = request.rows
-        if request.retired == request.rows:
-            request.finish(self.robot)
+    def _ask_for_seeds(self, running: Tensor, iterations: Tensor, age: Tensor) -> None:
+        """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
+        for slot in (running & self._slot_may_ask & (iterations > age)).nonzero().squeeze(1).tolist():
+            self._slot_may_ask[slot] = False
+            request = self._active[int(self._slot_request[slot])]
+            offset = int(self._slot_offset[slot]) + int(iterations[slot])
+            if not request.cancelled and offset < request.options.max_iterations:
+                self._extra.append((request, int(self._slot_row[slot]), int(self._slot_seed[slot]) + 1, offset))
+
+    def _retire_slots(self, request: Request, slots: Tensor, codes: Tensor, used: Tensor, forced: int | None) -> None:
+        """Retire the stopped ``slots`` (CPU) of ``request``: their codes, and iterations counted from target start.
+
+        A target answers with its first solved seed; with ``forced`` (cancel, deadline) every target of these
+        slots answers with its best seed so far; an exhausted seed frees its slot, and answers for its target
+        when no other seed of it runs or waits.
+        """
+        rows = self._slot_row[slots]
+        self._keep_best(request, rows, slots)
+        if forced is not None:
+            self._answer(request, *_most_by(rows, used), code=forced)
+            return
+        solved = codes == SOLVED
+        solved_rows, first = _first_of(rows[solved])
+        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[slots[solved][first].to(self.robot.device)]
+        self._answer(request, solved_rows, used[solved][first], code=SOLVED)
+        exhausted = (codes == EXHAUSTED) & ~torch.isin(rows, solved_rows)
+        for slot in slots[exhausted].tolist():
+            self._free_slot(request, slot)
+        left, most = _most_by(rows[exhausted], used[exhausted])
+        still = (request.slot[left] >= 0).any(dim=1)
+        if self._extra:
+            waiting = torch.tensor([row for r, row, _, _ in self._extra if r is request], dtype=torch.long)
+            still |= torch.isin(left, waiting)
+        self._answer(request, left[~still], most[~still], code=EXHAUSTED)
+
+    def _keep_best(self, request: Request, rows: Tensor, slots: Tensor) -> None:
+        """Update the targets' best configurations with the best seeds among ``slots``."""
+        scores = self.slots.best_score[slots.to(self.robot.device)].double().cpu()
+        order = torch.argsort(scores)
+        best_rows, first = _first_of(rows[order])
+        best_slots, best_scores = slots[order][first], scores[order][first]
+        better = best_scores < request.best_score[best_rows]
+        rows_b, slots_b = best_rows[better], best_slots[better]
+        request.best_score[rows_b] = best_scores[better]
+        request.q[rows_b.to(request.q.device)] = self.slots.best_q[slots_b.to(self.robot.device)]
+
+    def _answer(self, request: Request, rows: Tensor, iterations: Tensor, *, code: int) -> None:
+        """Retire the targets ``rows`` (CPU, unique) with ``code``, freeing every slot they hold."""
+        if len(rows) == 0:
+            return
+        request.status[rows] = code
+        request.iterations[rows] = iterations
+        request.retired += len(rows)
+        for slot in request.slot[rows].flatten().tolist():
+            if slot >= 0:
+                self._free_slot(request, slot)
+
+    def _free_slot(self, request: Request, slot: int) -> None:
+        """Give ``slot`` back; the slots' status is set EMPTY for all freed slots at the end of the step."""
+        request.slot[int(self._slot_row[slot]), int(self._slot_seed[slot])] = -1
+        self._slot_request[slot] = -1
+        self._free.append(slot)
+        self._freed.append(slot)
+
+
+def _first_of(keys: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct values of ``keys`` (1-D) and the position of each one's first occurrence."""
+    distinct, inverse = torch.unique(keys, return_inverse=True)
+    positions = torch.arange(len(keys))
+    first = torch.full((len(distinct),), len(keys), dtype=torch.long).scatter_reduce(0, inverse, positions, "amin")
+    return distinct, first
+
+
+def _most_by(keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct values of ``keys`` (1-D, sorted) and the largest of ``values`` for each."""
+    distinct, inverse = torch.unique(keys, return_inverse=True)
+    most = torch.zeros(len(distinct), dtype=values.dtype).scatter_reduce(0, inverse, values, "amax", include_self=False)
+    return distinct, most
