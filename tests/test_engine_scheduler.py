@@ -184,3 +184,25 @@ def test_engine_arguments_are_checked(robot):
     request = Engine(robot).submit(*reachable(robot, 1, seed=1)[::-1], OPTIONS)
     with pytest.raises(ik_layer.IKLayerError, match="not finished"):
         request.result()
+
+
+def test_more_seeds_only_for_targets_that_stall(robot):
+    options = OPTIONS.replace(num_seeds=3, max_iterations=120)
+    engine = Engine(robot, capacity=64, block=4)
+    q, easy = reachable(robot, 4, seed=50)
+    at_answer = engine.submit(easy, q, options, seed=1)
+    hard = engine.submit(unreachable(robot, 4), starts(robot, 4, seed=51), options, seed=2)
+    engine.run()
+    assert at_answer.seeds_used.tolist() == [1] * 4 and at_answer.iterations.tolist() == [0] * 4
+    assert hard.seeds_used.tolist() == [3] * 4  # each stalled twice, and no more than num_seeds
+    assert hard.status.tolist() == [EXHAUSTED] * 4 and hard.iterations.max() <= 120 and not engine.busy
+    assert_verified(robot, hard.result(), unreachable(robot, 4), options)
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5e"])
+def test_several_seeds_reach_the_success_goal(name):
+    robot = ik_layer.load_robot(name)
+    _, target = reachable(robot, 1000, seed=60)
+    result = solve_with_kernel(robot, target, OPTIONS.replace(num_seeds=4), generator_seed=3)
+    assert result.success.float().mean() >= 0.999
+    assert_verified(robot, result, target, OPTIONS)

@@ -68,7 +68,7 @@ def solve_with_kernel(
         start = robot.random_q((n,), generator=generator)
     else:
         start = robot.wrap(problem.warm_start)
-    engine = Engine(robot, capacity=max(n, 1), block=block)
+    engine = Engine(robot, capacity=max(n * problem.options.num_seeds, 1), block=block)
     request = engine.submit(problem.target, start, problem.options, weights=problem.weights, seed=generator_seed)
     engine.run(request)
     return problem.unflatten(request.result())

@@ -54,6 +54,7 @@ class Request:
         q: (n, dof) best configurations (the answer once :attr:`done` is set).
         status: (n,) int32 final status codes on the CPU (see :data:`ROW_STATUS`), ``RUNNING`` until retired.
         iterations: (n,) int64 iterations used (counted from the target's start), on the CPU.
+        seeds_used: (n,) seeds started per target (1 unless the target stalled), on the CPU.
         done: set when every target has retired.
     """
 
@@ -76,6 +77,7 @@ class Request:
         self.status = torch.full((n,), RUNNING, dtype=torch.int32)
         self.iterations = torch.zeros(n, dtype=torch.int64)
         self.slot = torch.full((n, self.options.num_seeds), -1, dtype=torch.long)  # slot of each running seed, CPU
+        self.seeds_used = torch.zeros(n, dtype=torch.long)  # seeds started per target, CPU
         self.best_score = torch.full((n,), torch.inf, dtype=torch.float64)  # of seeds already freed, CPU
         self._errors: tuple[Tensor, Tensor] | None = None
 
@@ -257,6 +259,7 @@ class Engine:
         self._slot_offset[slots] = offset
         self._slot_may_ask[slots] = k + 1 < request.options.num_seeds
         request.slot[rows, k] = slots
+        request.seeds_used[rows] += 1
         self._active[request.id] = request
 
     def _drop_unadmitted(self, request: Request) -> None:
