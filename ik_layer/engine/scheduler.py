@@ -80,6 +80,7 @@ class Request:
         self.seeds_used = torch.zeros(n, dtype=torch.long)  # seeds started per target, CPU
         self.best_score = torch.full((n,), torch.inf, dtype=torch.float64)  # of seeds already freed, CPU
         self._errors: tuple[Tensor, Tensor] | None = None
+        self._random_starts: dict[int, Tensor] = {}
 
     @property
     def rows(self) -> int:
@@ -90,9 +91,10 @@ class Request:
         """Starts (len(rows), dof) of seed ``k`` of the targets ``rows``: given, or uniform in the limits."""
         if k < self.start.shape[1]:
             return self.start[rows, k]
-        generator = torch.Generator(device=robot.device).manual_seed(hash((self.seed, k)) % 2**62)
-        every = robot.random_q((self.rows,), generator=generator)  # drawn for all rows: independent of `rows`
-        return every[rows]
+        if k not in self._random_starts:  # drawn once for all rows: a row's start does not depend on the others
+            generator = torch.Generator(device=robot.device).manual_seed(self.seed * 1_000_003 + k)
+            self._random_starts[k] = robot.random_q((self.rows,), generator=generator)
+        return self._random_starts[k][rows]
 
     def result(self) -> IKResult:
         """The answer, once :attr:`done` is set; errors are measured at the best configurations, weighted axes."""
@@ -210,20 +212,20 @@ class Engine:
 
     def _admit(self) -> None:
         with self._lock:
-            while self._extra and (self._free or self._extra[0][0].cancelled):  # more seeds for stalled targets
+            groups: dict[tuple[Request, int], list[tuple[int, int]]] = {}  # (request, seed) -> [(row, offset)]
+            taken = 0
+            while self._extra and (taken < len(self._free) or self._extra[0][0].cancelled):  # stalled targets first
                 request, row, k, offset = self._extra.popleft()
                 if request.status[row] != RUNNING:
                     continue
                 if request.cancelled:
-                    waiting = any(r is request and i == row for r, i, _, _ in self._extra)
-                    if not bool((request.slot[row] >= 0).any()) and not waiting:
-                        self._answer(request, torch.tensor([row]), torch.tensor([offset]), code=CANCELLED)
-                        if request.retired == request.rows:
-                            self._active.pop(request.id, None)
-                            request.finish(self.robot)
+                    self._cancel_seedless(request, row, offset)
                     continue
-                budget = request.options.max_iterations - offset
-                self._place(request, torch.tensor([row]), k, offset, request.options.replace(max_iterations=budget))
+                groups.setdefault((request, k), []).append((row, offset))
+                taken += 1
+            for (request, k), entries in groups.items():
+                rows, offsets = torch.tensor(entries, dtype=torch.long).T
+                self._place(request, rows, k, offsets)
             while self._waiting and self._free:
                 request = self._waiting[0]
                 if request.cancelled:
@@ -232,35 +234,46 @@ class Engine:
                     continue
                 take = min(len(self._free), request.rows - request.admitted)
                 rows = torch.arange(request.admitted, request.admitted + take)
-                self._place(request, rows, 0, 0, request.options)
+                self._place(request, rows, 0, torch.zeros_like(rows))
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
 
-    def _place(self, request: Request, rows: Tensor, k: int, offset: int, options: SolveOptions) -> None:
-        """Seed ``k`` of the targets ``rows`` (CPU) into free slots, ``offset`` iterations into their budget."""
+    def _place(self, request: Request, rows: Tensor, k: int, offsets: Tensor) -> None:
+        """Seed ``k`` of the targets ``rows`` (CPU) into free slots, ``offsets`` iterations into their budgets."""
         slots = torch.tensor([self._free.popleft() for _ in range(len(rows))])
         device = self.robot.device
-        on_device = rows.to(device)
+        on_device, slots_on_device = rows.to(device), slots.to(device)
         extra = {} if request.posture is None else {"posture": request.posture[on_device]}
         self.slots.admit(
-            slots.to(device),
+            slots_on_device,
             request.target[on_device],
             request.seed_start(on_device, k, self.robot),
-            options,
+            request.options,
             weights=request.weights[on_device],
             seed=request.seed,
             rng_offset=(on_device * request.options.num_seeds + k),
             **extra,
         )
+        if k > 0:  # a later seed gets what is left of its target's budget
+            self.slots.budget[slots_on_device] = (request.options.max_iterations - offsets).to(device, torch.int32)
         self._slot_request[slots] = request.id
         self._slot_row[slots] = rows
         self._slot_seed[slots] = k
-        self._slot_offset[slots] = offset
+        self._slot_offset[slots] = offsets
         self._slot_may_ask[slots] = k + 1 < request.options.num_seeds
         request.slot[rows, k] = slots
         request.seeds_used[rows] += 1
         self._active[request.id] = request
+
+    def _cancel_seedless(self, request: Request, row: int, offset: int) -> None:
+        """A cancelled target whose next seed never started: it answers now if no other seed of it runs or waits."""
+        waiting = any(r is request and i == row for r, i, _, _ in self._extra)
+        if not bool((request.slot[row] >= 0).any()) and not waiting:
+            self._answer(request, torch.tensor([row]), torch.tensor([offset]), code=CANCELLED)
+            if request.retired == request.rows:
+                self._active.pop(request.id, None)
+                request.finish(self.robot)
 
     def _drop_unadmitted(self, request: Request) -> None:
         """A cancelled request at the head of the queue: its targets not yet started answer CANCELLED."""
