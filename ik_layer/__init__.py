@@ -18,7 +18,8 @@ from ik_layer.kinematics import Robot, load_robot
 from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
 from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.robots import builtin_robots
-from ik_layer.solver import IKResult, solve
+from ik_layer.solver import IKResult
+from ik_layer.solving import solve
 
 __all__ = [
     "CLIError",

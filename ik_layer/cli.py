@@ -37,7 +37,8 @@ from ik_layer.kinematics import Robot, load_robot
 from ik_layer.lie import matrix_to_pose
 from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.robots import REGISTRY
-from ik_layer.solver import IKResult, solve
+from ik_layer.solver import IKResult
+from ik_layer.solving import solve
 
 __all__ = ["main"]
 

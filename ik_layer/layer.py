@@ -25,7 +25,8 @@ from ik_layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.kinematics import Robot
 from ik_layer.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
 from ik_layer.options import OPTION_SPECS, SolveOptions
-from ik_layer.solver import IKResult, solve
+from ik_layer.solver import IKResult
+from ik_layer.solving import solve
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
 

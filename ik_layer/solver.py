@@ -1,4 +1,4 @@
-"""Batched numerical IK: Levenberg-Marquardt on the SE(3) error, many seeds per target.
+"""The reference IK solver, in eager torch: Levenberg-Marquardt on the SE(3) error, many seeds per target.
 
 All targets and their seeds are solved as one batch of rows laid out as
 ``(targets, seeds, dof)``. Every ``check_every`` iterations the loop syncs with
@@ -20,7 +20,7 @@ from ik_layer.kinematics import Robot
 from ik_layer.lie import pose_error
 from ik_layer.options import SolveOptions
 
-__all__ = ["IKResult", "solve"]
+__all__ = ["IKResult", "Problem", "solve_reference"]
 
 _MU_INIT = 1e-2  # initial damping relative to the weighted squared error
 _MU_MIN, _MU_MAX = 1e-6, 1e6  # bounds of the relative damping; a seed at _MU_MAX has stalled
@@ -51,7 +51,7 @@ class IKResult:
     iterations: Tensor
 
 
-def solve(
+def solve_reference(
     robot: Robot,
     target: Tensor,
     options: SolveOptions | None = None,
@@ -62,7 +62,9 @@ def solve(
     generator: torch.Generator | None = None,
     **option_changes: Any,
 ) -> IKResult:
-    """Solve IK for a batch of end-effector targets.
+    """Solve IK for a batch of end-effector targets with the eager torch solver (the reference path).
+
+    :func:`ik_layer.solve` runs the fused engine by default and this with ``reference=True``.
 
     Args:
         robot: the robot; its dtype and device are used throughout.

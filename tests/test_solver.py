@@ -9,7 +9,7 @@ they are reachable by construction.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +18,16 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, SolveOptions, solve
+from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, SolveOptions
 from ik_layer.lie import matrix_to_pose
+
+solve = ik_layer.solve  # replaced per test by the `path` fixture: every test runs on both paths
+
+
+@pytest.fixture(params=[False, True], ids=["engine", "reference"], autouse=True)
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the test on the fused engine and on the eager reference path (``reference=True``)."""
+    monkeypatch.setitem(globals(), "solve", partial(ik_layer.solve, reference=request.param))
 
 POS_TOL, ORI_TOL = 1e-4, 1e-3
 # How far Pinocchio's float64 errors may sit from the solver's own, per dtype: [m], [rad].

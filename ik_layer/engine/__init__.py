@@ -48,12 +48,13 @@ def solve_with_kernel(
     generator_seed: int = 0,
     block: int = 16,
 ) -> IKResult:
-    """Solve IK for a batch of targets with the fused kernel: one slot, one seed, per target.
+    """Solve IK for a batch of targets on a fresh :class:`Engine`: admit every target, run until all retired.
 
-    Arguments as :func:`ik_layer.solve` (``options.num_seeds`` is not used: one seed per target;
-    no posture). Every target starts from ``warm_start`` if given, else from a random configuration
-    drawn with a generator seeded by ``generator_seed``, which also seeds the in-kernel restarts.
-    Blocks of ``block`` iterations are launched until no slot is RUNNING (one host sync per block).
+    Arguments as :func:`ik_layer.solve` (no posture). Every target's first seed starts from ``warm_start``
+    if given, else from a random configuration drawn with a generator seeded by ``generator_seed``, which
+    also seeds the later seeds and the in-kernel restarts; a target gets another seed (up to
+    ``options.num_seeds``) when its newest one stalls. Blocks of ``block`` iterations run until every
+    target retired (one host sync per block).
 
     Returns:
         An :class:`ik_layer.IKResult`: the best configuration found, success, the errors recomputed at it

@@ -342,10 +342,15 @@ class Engine:
         if forced is not None:
             self._answer(request, *_most_by(rows, used), code=forced)
             return
-        solved = codes == SOLVED
+        solved = (codes == SOLVED).nonzero().squeeze(1)
+        # Seeds of one target that solved in the same block: the earliest wins, then the lowest score.
+        scores = self.slots.best_score[slots[solved].to(self.robot.device)].cpu()
+        solved = solved[torch.argsort(scores, stable=True)]
+        solved = solved[torch.argsort(used[solved], stable=True)]
         solved_rows, first = _first_of(rows[solved])
-        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[slots[solved][first].to(self.robot.device)]
-        self._answer(request, solved_rows, used[solved][first], code=SOLVED)
+        winners = solved[first]
+        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[slots[winners].to(self.robot.device)]
+        self._answer(request, solved_rows, used[winners], code=SOLVED)
         exhausted = (codes == EXHAUSTED) & ~torch.isin(rows, solved_rows)
         for slot in slots[exhausted].tolist():
             self._free_slot(request, slot)

@@ -1,0 +1,94 @@
+"""``ik_layer.solve``: check the inputs once, then run the fused engine or the eager reference path.
+
+The engine (:mod:`ik_layer.engine`: one warp kernel per block of LM iterations over a pool of
+slots, more seeds only for targets that stall) is the default. The eager torch solver
+(:func:`ik_layer.solver.solve_reference`) is the readable reference the engine is tested against;
+``reference=True`` picks it, and it also serves what the engine does not do yet (a ``posture``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ik_layer.engine import Engine
+from ik_layer.exceptions import IKLayerError
+from ik_layer.kinematics import Robot
+from ik_layer.options import SolveOptions
+from ik_layer.solver import IKResult, Problem, solve_reference
+
+__all__ = ["solve"]
+
+_MAX_POOL = 1 << 16  # slots of one robot's engine at most; larger solves queue through it
+_BLOCK = 8  # iterations per launch: rows are admitted and retired between blocks
+
+_ENGINE = "_solve_engine"  # the robot's attribute holding its (engine, lock): they live and die together
+_engines_lock = threading.Lock()
+
+
+def solve(
+    robot: Robot,
+    target: Tensor,
+    options: SolveOptions | None = None,
+    *,
+    warm_start: Tensor | None = None,
+    weights: Tensor | None = None,
+    posture: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    reference: bool = False,
+    **option_changes: Any,
+) -> IKResult:
+    """Solve IK for a batch of end-effector targets.
+
+    Args:
+        robot: the robot; its dtype and device are used throughout.
+        target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``.
+        options: the solver's options (default: :class:`SolveOptions` defaults).
+        warm_start: optional configuration (..., dof) (or (dof,) for all targets), the first seed.
+        weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``;
+            a zero weight drops that axis from the cost and from the reported errors.
+        posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
+            Jacobian's null space, used as a seed, and preferred among successful seeds.
+        generator: random generator of the seeds, on the robot's device (reproducible results).
+        reference: run the eager torch reference path instead of the fused engine.
+        **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
+
+    Returns:
+        An :class:`IKResult`; unreachable targets come back with ``success=False``.
+    """
+    if not isinstance(reference, bool):
+        raise IKLayerError(f"reference must be True or False, got {reference!r}")
+    if reference or posture is not None:
+        return solve_reference(
+            robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
+            **option_changes,
+        )  # fmt: skip
+    problem = Problem.prepare(robot, target, options, warm_start, weights, None, generator, option_changes)
+    n = problem.target.shape[0]
+    draw = {"generator": generator} if generator is not None else {}
+    seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
+    start = robot.random_q((n,), **draw) if problem.warm_start is None else robot.wrap(problem.warm_start)
+    engine, lock = _engine_for(robot, n * problem.options.num_seeds)
+    with lock:
+        request = engine.submit(problem.target, start, problem.options, weights=problem.weights, seed=seed)
+        engine.run(request)
+    return problem.unflatten(request.result())
+
+
+def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:
+    """The robot's engine (one per robot, rebuilt when the robot moved or a larger pool is needed) and its lock."""
+    capacity = min(max(rows, 1), _MAX_POOL)
+    with _engines_lock:
+        held = robot.__dict__.get(_ENGINE)
+        if held is not None:
+            engine = held[0]
+            moved = engine.slots.device != robot.device or engine.slots.dtype != robot.dtype
+            if not moved and engine.slots.capacity >= capacity:
+                return held
+            capacity = max(capacity, 0 if moved else engine.slots.capacity)
+        held = (Engine(robot, capacity=capacity, block=_BLOCK), threading.Lock())
+        robot.__dict__[_ENGINE] = held
+        return held
