@@ -29,6 +29,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Non
     """Run the test on the fused engine and on the eager reference path (``reference=True``)."""
     monkeypatch.setitem(globals(), "solve", partial(ik_layer.solve, reference=request.param))
 
+
 POS_TOL, ORI_TOL = 1e-4, 1e-3
 # How far Pinocchio's float64 errors may sit from the solver's own, per dtype: [m], [rad].
 SLACK = {torch.float64: (1e-9, 1e-9), torch.float32: (2e-6, 2e-5)}
