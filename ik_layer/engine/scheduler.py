@@ -323,12 +323,17 @@ class Engine:
 
     def _ask_for_seeds(self, running: Tensor, iterations: Tensor, age: Tensor) -> None:
         """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
-        for slot in (running & self._slot_may_ask & (iterations > age)).nonzero().squeeze(1).tolist():
-            self._slot_may_ask[slot] = False
-            request = self._active[int(self._slot_request[slot])]
-            offset = int(self._slot_offset[slot]) + int(iterations[slot])
+        ask = (running & self._slot_may_ask & (iterations > age)).nonzero().squeeze(1)
+        if ask.numel() == 0:
+            return
+        self._slot_may_ask[ask] = False
+        offsets = (self._slot_offset[ask] + iterations[ask]).tolist()
+        owners, rows, seeds = (x[ask].tolist() for x in (self._slot_request, self._slot_row, self._slot_seed))
+        entries = zip(owners, rows, seeds, strict=True)
+        for (rid, row, k), offset in zip(entries, offsets, strict=True):
+            request = self._active[rid]
             if not request.cancelled and offset < request.options.max_iterations:
-                self._extra.append((request, int(self._slot_row[slot]), int(self._slot_seed[slot]) + 1, offset))
+                self._extra.append((request, row, k + 1, offset))
 
     def _retire_slots(self, request: Request, slots: Tensor, codes: Tensor, used: Tensor, forced: int | None) -> None:
         """Retire the stopped ``slots`` (CPU) of ``request``: their codes, and iterations counted from target start.
@@ -352,8 +357,7 @@ class Engine:
         request.q[solved_rows.to(request.q.device)] = self.slots.best_q[slots[winners].to(self.robot.device)]
         self._answer(request, solved_rows, used[winners], code=SOLVED)
         exhausted = (codes == EXHAUSTED) & ~torch.isin(rows, solved_rows)
-        for slot in slots[exhausted].tolist():
-            self._free_slot(request, slot)
+        self._free_slots(request, slots[exhausted])
         left, most = _most_by(rows[exhausted], used[exhausted])
         still = (request.slot[left] >= 0).any(dim=1)
         if self._extra:
@@ -379,16 +383,16 @@ class Engine:
         request.status[rows] = code
         request.iterations[rows] = iterations
         request.retired += len(rows)
-        for slot in request.slot[rows].flatten().tolist():
-            if slot >= 0:
-                self._free_slot(request, slot)
+        held = request.slot[rows].flatten()
+        self._free_slots(request, held[held >= 0])
 
-    def _free_slot(self, request: Request, slot: int) -> None:
-        """Give ``slot`` back; the slots' status is set EMPTY for all freed slots at the end of the step."""
-        request.slot[int(self._slot_row[slot]), int(self._slot_seed[slot])] = -1
-        self._slot_request[slot] = -1
-        self._free.append(slot)
-        self._freed.append(slot)
+    def _free_slots(self, request: Request, slots: Tensor) -> None:
+        """Give ``slots`` (CPU) back; the slots' status is set EMPTY for all freed slots at the end of the step."""
+        request.slot[self._slot_row[slots], self._slot_seed[slots]] = -1
+        self._slot_request[slots] = -1
+        freed = slots.tolist()
+        self._free.extend(freed)
+        self._freed.extend(freed)
 
 
 def _first_of(keys: Tensor) -> tuple[Tensor, Tensor]:
