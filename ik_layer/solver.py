@@ -181,6 +181,7 @@ class _Problem:
         return torch.maximum(pos / self.tol[0], ori / self.tol[1])
 
     def seeds(self, rows: Tensor, num_seeds: int, q_ref: Tensor | None) -> Tensor:
+        """First configurations (A, S, dof) of ``rows``: the warm start, then the posture, then random ones."""
         q = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
         firsts = [x[rows] for x in (q_ref, self.posture) if x is not None]
         for k, first in enumerate(firsts[:num_seeds]):
@@ -211,7 +212,8 @@ class _Problem:
             slow = state.cost > _PROGRESS * cost_before[keep]
             stalled = slow | (state.age >= restart_after) | (state.mu >= _MU_MAX)
             if bool(stalled.any()):
-                fresh = self.seeds(rows, num_seeds, None)
+                # Restarts are random: restarting at the posture would replay the trajectory that stalled.
+                fresh = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
                 state = state.restart(self, rows, stalled, fresh)
         success = self.done_at >= 0
         iters = torch.where(success, self.done_at, torch.full_like(self.done_at, iteration))

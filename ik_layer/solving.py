@@ -3,7 +3,7 @@
 The engine (:mod:`ik_layer.engine`: one warp kernel per block of LM iterations over a pool of
 slots, more seeds only for targets that stall) is the default. The eager torch solver
 (:func:`ik_layer.solver.solve_reference`) is the readable reference the engine is tested against;
-``reference=True`` picks it, and it also serves what the engine does not do yet (a ``posture``).
+``reference=True`` picks it.
 """
 
 from __future__ import annotations
@@ -61,19 +61,22 @@ def solve(
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
-    if reference or posture is not None:
+    if reference:
         return solve_reference(
             robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
             **option_changes,
         )  # fmt: skip
-    problem = Problem.prepare(robot, target, options, warm_start, weights, None, generator, option_changes)
+    problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
     n = problem.target.shape[0]
     draw = {"generator": generator} if generator is not None else {}
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
-    start = robot.random_q((n,), **draw) if problem.warm_start is None else robot.wrap(problem.warm_start)
+    given = [robot.wrap(x) for x in (problem.warm_start, problem.posture) if x is not None]  # the first seeds
+    start = torch.stack(given, dim=1) if given else robot.random_q((n, 1), **draw)
     engine, lock = _engine_for(robot, n * problem.options.num_seeds)
     with lock:
-        request = engine.submit(problem.target, start, problem.options, weights=problem.weights, seed=seed)
+        request = engine.submit(
+            problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
+        )
         engine.run(request)
     return problem.unflatten(request.result())
 

@@ -97,11 +97,13 @@ def robot_of(write_urdf: Callable[..., Path]) -> Callable[[str, torch.dtype], ik
     return load
 
 
-def run_slots(robot: ik_layer.Robot, target, q0, options, *, block: int, weights=None, seed: int = 0) -> Slots:
+def run_slots(
+    robot: ik_layer.Robot, target, q0, options, *, block: int, weights=None, seed: int = 0, posture=None
+) -> Slots:
     """Slots for ``target`` (n, 4, 4) started at ``q0``, run by blocks until none is RUNNING."""
     n = target.shape[0]
     slots = Slots(robot, n)
-    slots.admit(torch.arange(n), target, q0, options, weights=weights, seed=seed)
+    slots.admit(torch.arange(n), target, q0, options, weights=weights, seed=seed, posture=posture)
     launch = BlockLauncher(slots)
     for _ in range(options.max_iterations + 1):
         if not bool(slots.running().any()):
@@ -135,11 +137,14 @@ def assert_in_limits(robot: ik_layer.Robot, q: torch.Tensor) -> None:
 # --------------------------------------------------------------------------- one iteration vs eager
 
 
+@pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", [*BUILTIN, MIXED])
-def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtype) -> None:
+def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtype, with_posture: bool) -> None:
     """From the same q and damping, one kernel iteration gives the eager step's q, mu and cost,
-    including rows whose step pushes a joint past its limit (start near it, target beyond it)."""
+    including rows whose step pushes a joint past its limit (start near it, target beyond it).
+    With a posture: random postures on every other row (the eager step with that posture), none on
+    the others (the eager step without one), in one launch."""
     robot = robot_of(name, dtype)
     g = gen(11)
     n, n_limit = 192, 96
@@ -167,23 +172,55 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     mu[: n // 4] = _MU_INIT
 
     options = SolveOptions(check_every=1000, restart_after=10_000)  # no restart within the iteration
-    problem = _Problem(robot, target, weights, options, None, None)
     all_rows = torch.arange(n)
-    start = _LMState.start(problem, all_rows, q0[:, None])
-    start = dataclasses.replace(start, mu=mu[:, None])
-    ref = start.step(problem, all_rows)
+    posture = robot.random_q((n,), generator=g) if with_posture else None
 
+    def eager_step(posture: torch.Tensor | None) -> tuple[_LMState, _LMState]:
+        problem = _Problem(robot, target, weights, options, posture, None)
+        start = _LMState.start(problem, all_rows, q0[:, None])
+        start = dataclasses.replace(start, mu=mu[:, None])
+        return start, start.step(problem, all_rows)
+
+    start, ref = eager_step(None)
+    ref_q, ref_mu, ref_cost = ref.q[:, 0], ref.mu[:, 0], ref.cost[:, 0]
     slots = Slots(robot, n)
-    slots.admit(all_rows, target, q0, options, weights=weights)
+    if posture is None:
+        slots.admit(all_rows, target, q0, options, weights=weights)
+    else:
+        pulled = all_rows % 2 == 0
+        _, ref_pulled = eager_step(posture)
+        # the posture changes the step: the null-space pull of the redundant arms, the damped part elsewhere
+        moved = (ref_pulled.q[pulled, 0] - ref_q[pulled]).abs().amax(-1) > 1e-3
+        assert float(moved.double().mean()) >= (0.5 if robot.dof > 6 else 0.1)
+        ref_q = torch.where(pulled[:, None], ref_pulled.q[:, 0], ref_q)
+        ref_mu = torch.where(pulled, ref_pulled.mu[:, 0], ref_mu)
+        ref_cost = torch.where(pulled, ref_pulled.cost[:, 0], ref_cost)
+        for rows, pose in ((all_rows[pulled], posture[pulled]), (all_rows[~pulled], None)):
+            slots.admit(rows, target[rows], q0[rows], options, weights=weights[rows], posture=pose)
+        assert torch.equal(slots.has_posture.bool(), pulled)
     slots.mu.copy_(mu)
     BlockLauncher(slots)(1)
 
     assert (slots.iterations == 1).all() and (slots.status == RUNNING).all()
     q_tol, cost_rtol = (1e-10, 1e-9) if dtype == F64 else (1e-3, 2e-3)
     torch.testing.assert_close(slots.check_cost, start.cost[:, 0], rtol=cost_rtol, atol=0)  # cost at q0
-    torch.testing.assert_close(slots.q, ref.q[:, 0], rtol=0, atol=q_tol)
-    torch.testing.assert_close(slots.mu, ref.mu[:, 0], rtol=1e-12, atol=0)
-    torch.testing.assert_close(slots.cost, ref.cost[:, 0], rtol=cost_rtol, atol=1e-30)
+    if posture is None:
+        torch.testing.assert_close(slots.q, ref_q, rtol=0, atol=q_tol)
+    else:
+        # The null-space term ``pull - (H + damping I)^-1 H pull`` cancels: LU (eager) and Cholesky (kernel)
+        # each round it to about eps cond(H + damping I) |pull|, above 1e-10 at the smallest dampings of a
+        # rank-deficient H (zero weights, non-redundant arms); such rows are held to 4 times that bound.
+        hess = start.jac[:, 0].transpose(-1, -2) @ (weights[:, :, None] * start.jac[:, 0])
+        damping = mu * start.cost[:, 0] + max(1e-9, 100 * torch.finfo(dtype).eps)
+        cond = (torch.linalg.eigvalsh(hess)[:, -1] + damping) / damping
+        bound = torch.finfo(dtype).eps * cond * (0.1 * (posture - q0)).abs().amax(-1)
+        tol = torch.clamp(4 * bound, min=q_tol)
+        diff = (slots.q - ref_q).abs().amax(-1)
+        assert (diff <= tol).all(), f"row {int((diff / tol).argmax())}: {float((diff / tol).max())} x its tolerance"
+        assert float((tol[pulled] == q_tol).double().mean()) >= 0.8  # the conditioning bound is the exception
+        torch.testing.assert_close(slots.q[~pulled], ref_q[~pulled], rtol=0, atol=q_tol)
+    torch.testing.assert_close(slots.mu, ref_mu, rtol=1e-12, atol=0)
+    torch.testing.assert_close(slots.cost, ref_cost, rtol=cost_rtol, atol=1e-30)
     # the active-set pass ran: limit rows end with a joint exactly at its limit, accepted
     stopped = (slots.q[:n_limit] == robot.upper).any(-1) | (slots.q[:n_limit] == robot.lower).any(-1)
     accepted = slots.mu < mu
@@ -192,26 +229,56 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     assert_in_limits(robot, slots.q)
 
 
+@pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", BUILTIN)
-def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.dtype) -> None:
-    """Seeds that never restart follow the eager solver (one seed, same start) iteration for iteration."""
+def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.dtype, with_posture: bool) -> None:
+    """Seeds that never restart follow the eager solver (one seed, same start) iteration for iteration.
+
+    With a posture the eager solver, like the kernel, answers with the first successful configuration:
+    one seed, and a target is done at its first success (its rank ``d / (1 + d)`` below every score > 1).
+    """
     robot = builtin(name, dtype)
     g = gen(12)
     n = 200
     q0 = robot.random_q((n,), generator=g)
     target = robot.fk(robot.random_q((n,), generator=g))
+    posture = robot.random_q((n,), generator=gen(14)) if with_posture else None
     options = SolveOptions()
-    ref = ik_layer.solve(robot, target, options, warm_start=q0, num_seeds=1, generator=gen(13), reference=True)
-    slots = run_slots(robot, target, q0, options, block=8)
+    ref = ik_layer.solve(
+        robot, target, options, warm_start=q0, num_seeds=1, posture=posture, generator=gen(13), reference=True
+    )
+    slots = run_slots(robot, target, q0, options, block=8, posture=posture)
     clean = slots.age == slots.iterations  # never restarted, so the restart draws play no part
     assert int(clean.sum()) >= n // 5
     same_iterations = slots.iterations[clean].long() == ref.iterations[clean]
-    assert float(same_iterations.double().mean()) >= (1.0 if dtype == F64 else 0.97)
     solved = slots.status[clean] == SOLVED
-    assert float((solved == ref.success[clean]).double().mean()) >= (1.0 if dtype == F64 else 0.97)
+    if dtype == F32 and posture is not None:
+        # float32 rounds the null-space term (a cancellation) to ~1 % of the pull, so trajectories part:
+        # the eager float32 solve itself takes its float64 twin's iteration count on only ~70 % of these rows.
+        # The kernel must follow the float64 solve as closely as the eager float32 one does.
+        ref64 = ik_layer.solve(
+            builtin(name, F64), target.double(), options, warm_start=q0.double(), num_seeds=1,
+            posture=posture.double(), generator=gen(13), reference=True,
+        )  # fmt: skip
+        twin = ref64.iterations[clean]
+        agree_kernel = float((slots.iterations[clean].long() == twin).double().mean())
+        agree_eager = float((ref.iterations[clean] == twin).double().mean())
+        assert agree_kernel >= agree_eager - 0.1, (agree_kernel, agree_eager)
+        assert float(same_iterations.double().mean()) >= 0.6
+        assert float((solved == ref.success[clean]).double().mean()) >= 0.9
+    else:
+        assert float(same_iterations.double().mean()) >= (1.0 if dtype == F64 else 0.97)
+        assert float((solved == ref.success[clean]).double().mean()) >= (1.0 if dtype == F64 else 0.97)
     if dtype == F64:
         torch.testing.assert_close(slots.best_q[clean], ref.q[clean], rtol=0, atol=1e-6)
+    if posture is not None:  # a solved slot ranks by its distance to the posture, an exhausted one by its score
+        done = slots.status == SOLVED
+        dist = (slots.best_q[done] - posture[done]).norm(dim=-1)
+        torch.testing.assert_close(
+            slots.best_score[done], dist / (1 + dist), rtol=1e-12 if dtype == F64 else 1e-6, atol=0
+        )
+        assert (slots.best_score[slots.status == EXHAUSTED] > 1).all()
 
 
 @pytest.mark.parametrize("restart_after", [4, 1000])
@@ -286,6 +353,28 @@ def test_weighted_axes_position_only() -> None:
     assert (res.orientation_error == 0).all()
     pos, _ = errors64(robot, res.q, target, weights)
     assert (pos <= POS_TOL + 1e-9).all()
+
+
+def test_posture_brings_solutions_closer_to_it() -> None:
+    """Panda (7 dof, one redundant): the null-space pull ends the solves nearer a random posture than
+    the same solves without it, with every success verified and inside the limits."""
+    robot = builtin("panda", F64)
+    g = gen(91)
+    n = 200
+    q0 = robot.random_q((n,), generator=g)
+    target = robot.fk(robot.random_q((n,), generator=g))
+    posture = robot.random_q((n,), generator=g)
+    plain = run_slots(robot, target, q0, ONE_SEED, block=16)
+    pulled = run_slots(robot, target, q0, ONE_SEED, block=16, posture=posture)
+    distance = {}
+    for key, slots in (("plain", plain), ("pulled", pulled)):
+        ok = slots.status == SOLVED
+        assert float(ok.double().mean()) >= 0.99
+        pos, ori = errors64(robot, slots.best_q[ok], target[ok])
+        assert (pos <= POS_TOL + 1e-9).all() and (ori <= ORI_TOL + 1e-9).all()
+        assert_in_limits(robot, slots.best_q)
+        distance[key] = (slots.best_q[ok] - posture[ok]).norm(dim=-1)
+    assert float(distance["pulled"].median()) < 0.9 * float(distance["plain"].median())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -393,6 +482,25 @@ def test_finished_slots_are_left_alone_and_can_be_readmitted() -> None:
     assert slots.status.tolist() == [EMPTY, int(before["status"][1]), RUNNING]
     BlockLauncher(slots)(1)
     assert slots.status[2] == SOLVED and slots.iterations[2] == 0
+
+
+def test_readmitted_slot_drops_its_posture() -> None:
+    """A slot admitted with a posture, then again without one, iterates as a slot that never had one."""
+    robot = builtin("panda", F64)
+    q0 = robot.random_q((4,), generator=gen(83))
+    target = robot.fk(robot.random_q((4,), generator=gen(84)))
+    posture = robot.random_q((4,), generator=gen(85))
+    fresh, reused = Slots(robot, 4), Slots(robot, 4)
+    fresh.admit(torch.arange(4), target, q0, ONE_SEED)
+    reused.admit(torch.arange(4), target, q0, ONE_SEED, posture=posture)
+    BlockLauncher(reused)(3)
+    assert (reused.has_posture == 1).all()
+    reused.admit(torch.arange(4), target, q0, ONE_SEED)
+    assert (reused.has_posture == 0).all()
+    for slots in (fresh, reused):
+        BlockLauncher(slots)(5)
+    for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "cost"):
+        assert torch.equal(getattr(fresh, field), getattr(reused, field)), field
 
 
 def test_kernel_is_cached_per_shape_and_dtype() -> None:

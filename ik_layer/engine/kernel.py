@@ -7,11 +7,15 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 1. at the block start: forward kinematics, Jacobian (``LOCAL_WORLD_ALIGNED``, rows [linear;
    angular]) and error ``e = [p_t - p; log(R_t R^T)]`` at ``q``; a slot that meets its tolerances
    before its first iteration is SOLVED with 0 iterations;
-2. the damped step ``(J^T W J + (mu cost + floor) I) dq = J^T W e`` by Cholesky, one active-set pass
-   for the joints it pushes past a limit, the candidate ``wrap(q + dq)``;
+2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by Cholesky, one
+   active-set pass for the joints it pushes past a limit, the candidate ``wrap(q + dq)``; a slot with a
+   posture adds ``pull - (H + damping I)^-1 H pull``, ``pull = 0.1 (posture - q)``, to both solves
+   (``ik_layer.solver._damped_step``: the pull projected on the Jacobian's null space);
 3. the candidate is kept iff it lowers the cost (``mu *= 0.3``), else ``mu *= 4``;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes: <= 1 is SOLVED, else the
-   slot keeps its best configuration so far;
+   slot keeps its best configuration so far; ``best_score`` holds the rank of ``_Problem._record``:
+   the score, or ``d / (1 + d)`` (``d = |q - posture|``) for a success with a posture, so that among
+   seeds of one target solved together the closest to the posture ranks first;
 5. every ``check_every`` iterations a slot that progressed too little, ran ``restart_after``
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
@@ -37,6 +41,7 @@ from ik_layer.solver import (
     _MU_INIT,
     _MU_MAX,
     _MU_MIN,
+    _POSTURE_GAIN,
     _PROGRESS,
 )
 
@@ -186,11 +191,13 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         return wp.max(wp.sqrt(pos) / tolerance[0], wp.sqrt(ori) / tolerance[1])
 
     @wp.func
-    def damped_solve(jac: jac_t, e: vec6, w: vec6, damping: f, free: vecq):
-        """``(J_f^T W J_f + damping I)^-1 J_f^T W e`` with ``J_f`` the columns where ``free`` is 1 (the
-        others 0), by Cholesky; and 1 if every pivot was positive, else 0 (a rejected step)."""
+    def damped_solve(jac: jac_t, e: vec6, w: vec6, damping: f, free: vecq, pull: vecq, use_pull: wp.int32):
+        """``(H + damping I)^-1 J_f^T W e`` with ``H = J_f^T W J_f``, ``J_f`` the columns where ``free`` is 1
+        (the others 0), by Cholesky, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
+        ``solver._damped_step``); and 1 if every pivot was positive, else 0 (a rejected step)."""
         h = hess_t()
         y = vecq()
+        z = vecq()  # H pull, then its damped solve
         for a in range(dof):
             t = f(0.0)
             for k in range(6):
@@ -201,6 +208,15 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 for k in range(6):
                     s = s + jac[k, a] * w[k] * jac[k, b]
                 h[a, b] = s * free[a] * free[b]
+        if use_pull != 0:
+            for a in range(dof):
+                t = f(0.0)
+                for b in range(a + 1):  # H is stored in its lower triangle
+                    t = t + h[a, b] * pull[b]
+                for b in range(a + 1, dof):
+                    t = t + h[b, a] * pull[b]
+                z[a] = t
+        for a in range(dof):
             h[a, a] = h[a, a] + damping
         ok = wp.int32(1)
         for a in range(dof):  # lower triangle in place
@@ -227,7 +243,29 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             for b in range(a + 1, dof):
                 t = t - h[b, a] * y[b]
             y[a] = t / h[a, a]
+        if use_pull != 0:
+            for a in range(dof):
+                t = z[a]
+                for b in range(a):
+                    t = t - h[a, b] * z[b]
+                z[a] = t / h[a, a]
+            for a in range(dof - 1, -1, -1):
+                t = z[a]
+                for b in range(a + 1, dof):
+                    t = t - h[b, a] * z[b]
+                z[a] = t / h[a, a]
+            for a in range(dof):
+                y[a] = y[a] + pull[a] - z[a]
         return y, ok
+
+    @wp.func
+    def rank_of(score: f, q: vecq, goal: vecq, use_pull: wp.int32) -> f:
+        """The rank of ``solver._Problem._record``: ``score``, or for a success with a posture ``d / (1 + d)``
+        with ``d = |q - posture|`` (below 1: the closer success ranks first)."""
+        if use_pull != 0 and score <= f(1.0):
+            d = wp.length(q - goal)
+            return d / (f(1.0) + d)
+        return score
 
     @wp.func
     def wrap(x: f, lower: f, upper: f, continuous: wp.int32) -> f:
@@ -263,6 +301,8 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         budget: wp.array(dtype=wp.int32),
         restart_after: wp.array(dtype=wp.int32),
         check_every: wp.array(dtype=wp.int32),
+        posture: wp.array2d(dtype=f),
+        has_posture: wp.array(dtype=wp.int32),
         # the slots' state
         q_state: wp.array2d(dtype=f),
         mu_state: wp.array(dtype=f),
@@ -289,10 +329,15 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         q = vecq()
         bq = vecq()
         ones = vecq()
+        goal = vecq()
         for a in range(dof):
             q[a] = q_state[i, a]
             bq[a] = best_q[i, a]
             ones[a] = f(1.0)
+        use_pull = has_posture[i]
+        if use_pull != 0:
+            for a in range(dof):
+                goal[a] = posture[i, a]
         mu = mu_state[i]
         best = best_score[i]
         it = iterations[i]
@@ -310,8 +355,9 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
             score = score_of(e, w, tol)
-            if score < best:
-                best = score
+            rank = rank_of(score, q, goal, use_pull)
+            if rank < best:
+                best = rank
                 bq = q
             if score <= f(1.0):
                 st = SOLVED
@@ -321,7 +367,11 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 break
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
-            dq, ok = damped_solve(jac, e, w, damping, ones)
+            pull = vecq()
+            if use_pull != 0:
+                for a in range(dof):
+                    pull[a] = f(_POSTURE_GAIN) * (goal[a] - q[a])
+            dq, ok = damped_solve(jac, e, w, damping, ones, pull, use_pull)
             q_new = q
             if ok != 0:
                 free = ones
@@ -335,7 +385,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                         any_blocked = 1
                 if any_blocked != 0:
                     e_rest = e - jac * dq_blocked
-                    dq_free, ok = damped_solve(jac, e_rest, w, damping, free)
+                    dq_free, ok = damped_solve(jac, e_rest, w, damping, free, pull, use_pull)
                     for a in range(dof):
                         dq[a] = dq_blocked[a] + free[a] * dq_free[a]
                 for a in range(dof):
@@ -369,8 +419,9 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            if score < best:
-                best = score
+            rank = rank_of(score, q, goal, use_pull)
+            if rank < best:
+                best = rank
                 bq = q
             if score <= f(1.0):
                 st = SOLVED

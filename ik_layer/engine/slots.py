@@ -1,6 +1,6 @@
 """Fixed-shape slot buffers of the LM engine: one row per problem, in torch tensors shared with warp.
 
-A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets) and state
+A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets, posture) and state
 (q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
 allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
 made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows with torch ops only
@@ -29,8 +29,11 @@ class Slots:
     Attributes (torch tensors, first dimension ``capacity``):
         target_rot (3, 3), target_pos (3,), weights (6,), tolerance (2,) [m, rad]: the problem.
         budget, restart_after, check_every: int32 iteration counts of the problem.
+        posture (dof,), has_posture: the preferred configuration, used where the int32 flag is 1.
         q (dof,), mu: the current configuration and relative damping.
-        best_q (dof,), best_score: the lowest-score configuration seen (the answer) and its score.
+        best_q (dof,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
+            score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
+            posture at distance ``d`` from it (as ``ik_layer.solver._Problem._record``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
         rng: int32 bits of the uint32 restart RNG state; check_cost: cost at the last progress check;
         age: int32 iterations since the slot's configuration (re)started.
@@ -59,6 +62,8 @@ class Slots:
         self.budget = torch.zeros(n, **count)
         self.restart_after = torch.ones(n, **count)
         self.check_every = torch.ones(n, **count)
+        self.posture = torch.zeros(n, dof, **real)
+        self.has_posture = torch.zeros(n, **count)
         self.q = torch.zeros(n, dof, **real)
         self.mu = torch.full((n,), _MU_INIT, **real)
         self.best_q = torch.zeros(n, dof, **real)
@@ -96,6 +101,8 @@ class Slots:
             (self.budget, wp.int32),
             (self.restart_after, wp.int32),
             (self.check_every, wp.int32),
+            (self.posture, f),
+            (self.has_posture, wp.int32),
             (self.q, f),
             (self.mu, f),
             (self.best_q, f),
@@ -108,7 +115,7 @@ class Slots:
             (self.cost, f),
         ]
         self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
-        self._rng_view = self._state_views[13]
+        self._rng_view = next(v for (t, _), v in zip(state, self._state_views, strict=True) if t is self.rng)
 
     def chain_arrays(self) -> list[wp.array]:
         """Warp views of the robot's chain, in the kernel's argument order."""
@@ -128,12 +135,15 @@ class Slots:
         weights: Tensor | None = None,
         seed: int = 0,
         rng_offset: Tensor | None = None,
+        posture: Tensor | None = None,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
 
-        Budgets and tolerances come from ``options``; ``weights`` (k, 6) default to ones. The slots'
-        restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
-        indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
+        Budgets and tolerances come from ``options``; ``weights`` (k, 6) default to ones; ``posture``
+        (k, dof), if given, is pulled towards in the null space and preferred among successes (None: no
+        posture for these slots). The slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``,
+        the offsets defaulting to the slot indices. Values are not validated (no host sync): check them
+        first, as :func:`ik_layer.solve` does.
         """
         idx = torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
         k = idx.shape[0]
@@ -147,6 +157,12 @@ class Slots:
         self.budget[idx] = options.max_iterations
         self.restart_after[idx] = options.restart_after
         self.check_every[idx] = options.check_every
+        if posture is None:
+            self.posture[idx] = 0
+            self.has_posture[idx] = 0
+        else:
+            self.posture[idx] = posture
+            self.has_posture[idx] = 1
         self.q[idx] = q
         self.mu[idx] = _MU_INIT
         self.best_q[idx] = q
