@@ -179,8 +179,8 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         return e, jac, cost
 
     @wp.func
-    def score_of(e: vec6, w: vec6, tolerance: vec2) -> f:
-        """Error over tolerance, on the weighted axes: ``max(|e_p| / tol_p, |e_r| / tol_o)``; <= 1 is success."""
+    def errors_of(e: vec6, w: vec6) -> vec2:
+        """Position [m] and orientation [rad] error norms over the weighted axes."""
         pos = f(0.0)
         ori = f(0.0)
         for k in range(3):
@@ -188,7 +188,13 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 pos = pos + e[k] * e[k]
             if w[3 + k] > f(0.0):
                 ori = ori + e[3 + k] * e[3 + k]
-        return wp.max(wp.sqrt(pos) / tolerance[0], wp.sqrt(ori) / tolerance[1])
+        return vec2(wp.sqrt(pos), wp.sqrt(ori))
+
+    @wp.func
+    def score_of(e: vec6, w: vec6, tolerance: vec2) -> f:
+        """Error over tolerance, on the weighted axes: ``max(|e_p| / tol_p, |e_r| / tol_o)``; <= 1 is success."""
+        err = errors_of(e, w)
+        return wp.max(err[0] / tolerance[0], err[1] / tolerance[1])
 
     @wp.func
     def damped_solve(jac: jac_t, e: vec6, w: vec6, damping: f, free: vecq, pull: vecq, use_pull: wp.int32):
@@ -314,6 +320,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         check_cost: wp.array(dtype=f),
         age_state: wp.array(dtype=wp.int32),
         cost_state: wp.array(dtype=f),
+        best_error: wp.array(dtype=vec2),
         # this launch
         block: wp.int32,
     ):
@@ -340,6 +347,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 goal[a] = posture[i, a]
         mu = mu_state[i]
         best = best_score[i]
+        berr = best_error[i]
         it = iterations[i]
         age = age_state[i]
         last = check_cost[i]
@@ -359,6 +367,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             if rank < best:
                 best = rank
                 bq = q
+                berr = errors_of(e, w)
             if score <= f(1.0):
                 st = SOLVED
 
@@ -423,6 +432,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             if rank < best:
                 best = rank
                 bq = q
+                berr = errors_of(e, w)
             if score <= f(1.0):
                 st = SOLVED
             elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
@@ -458,6 +468,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             best_q[i, a] = bq[a]
         mu_state[i] = mu
         best_score[i] = best
+        best_error[i] = berr
         iterations[i] = it
         age_state[i] = age
         check_cost[i] = last

@@ -74,6 +74,7 @@ class Request:
     def __post_init__(self) -> None:
         n = self.target.shape[0]
         self.q = self.start[:, 0].clone()
+        self.error = torch.full((n, 2), torch.inf, dtype=self.q.dtype, device=self.q.device)  # at q: [m], [rad]
         self.status = torch.full((n,), RUNNING, dtype=torch.int32)
         self.iterations = torch.zeros(n, dtype=torch.int64)
         self.slot = torch.full((n, self.options.num_seeds), -1, dtype=torch.long)  # slot of each running seed, CPU
@@ -110,9 +111,14 @@ class Request:
         )
 
     def finish(self, robot: Robot) -> None:
-        """Measure the errors at the answers and set :attr:`done`."""
-        masked = pose_error(self.target, robot.kinematics(self.q, jacobian=False)[0]) * (self.weights > 0)
-        self._errors = (masked[:, :3].norm(dim=-1), masked[:, 3:].norm(dim=-1))
+        """Set :attr:`done`; targets that never ran (cancelled in the queue) get their errors measured here."""
+        unmeasured = torch.isinf(self.error[:, 0]).nonzero().squeeze(1)
+        if unmeasured.numel():
+            rows = unmeasured
+            pose = robot.kinematics(self.q[rows], jacobian=False)[0]
+            masked = pose_error(self.target[rows], pose) * (self.weights[rows] > 0)
+            self.error[rows] = torch.stack((masked[:, :3].norm(dim=-1), masked[:, 3:].norm(dim=-1)), dim=-1)
+        self._errors = (self.error[:, 0], self.error[:, 1])
         self.done.set()
 
 
@@ -353,9 +359,10 @@ class Engine:
         solved = solved[torch.argsort(scores, stable=True)]
         solved = solved[torch.argsort(used[solved], stable=True)]
         solved_rows, first = _first_of(rows[solved])
-        winners = solved[first]
-        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[slots[winners].to(self.robot.device)]
-        self._answer(request, solved_rows, used[winners], code=SOLVED)
+        winners = slots[solved[first]].to(self.robot.device)
+        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[winners]
+        request.error[solved_rows.to(request.q.device)] = self.slots.best_error[winners]
+        self._answer(request, solved_rows, used[solved[first]], code=SOLVED)
         exhausted = (codes == EXHAUSTED) & ~torch.isin(rows, solved_rows)
         self._free_slots(request, slots[exhausted])
         left, most = _most_by(rows[exhausted], used[exhausted])
@@ -375,6 +382,7 @@ class Engine:
         rows_b, slots_b = best_rows[better], best_slots[better]
         request.best_score[rows_b] = best_scores[better]
         request.q[rows_b.to(request.q.device)] = self.slots.best_q[slots_b.to(self.robot.device)]
+        request.error[rows_b.to(request.q.device)] = self.slots.best_error[slots_b.to(self.robot.device)]
 
     def _answer(self, request: Request, rows: Tensor, iterations: Tensor, *, code: int) -> None:
         """Retire the targets ``rows`` (CPU, unique) with ``code``, freeing every slot they hold."""

@@ -38,6 +38,7 @@ class Slots:
         rng: int32 bits of the uint32 restart RNG state; check_cost: cost at the last progress check;
         age: int32 iterations since the slot's configuration (re)started.
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
+        best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
     """
 
     def __init__(self, robot: Robot, capacity: int) -> None:
@@ -74,6 +75,7 @@ class Slots:
         self.check_cost = torch.full((n,), torch.inf, **real)
         self.age = torch.zeros(n, **count)
         self.cost = torch.full((n,), torch.inf, **real)
+        self.best_error = torch.full((n, 2), torch.inf, **real)
 
         # The chain, as the kernel reads it: int32 flags and indices, the tip split in rotation and position.
         self._chain = [
@@ -113,6 +115,7 @@ class Slots:
             (self.check_cost, f),
             (self.age, wp.int32),
             (self.cost, f),
+            (self.best_error, vec2),
         ]
         self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
         self._rng_view = next(v for (t, _), v in zip(state, self._state_views, strict=True) if t is self.rng)
@@ -170,6 +173,7 @@ class Slots:
         self.iterations[idx] = 0
         self.check_cost[idx] = torch.inf
         self.cost[idx] = torch.inf
+        self.best_error[idx] = torch.inf
         self.age[idx] = 0
         offset = idx if rng_offset is None else torch.as_tensor(rng_offset, dtype=torch.long, device=self.device)
         seed_rng(self._rng_view, idx, offset.reshape(-1), seed)
