@@ -89,6 +89,56 @@ def pin_reference() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
 
 # --------------------------------------------------------------------------- URDFs written on the fly
 
+# A tree with every supported joint kind: continuous (aligned and off-axis), revolute about an
+# off-axis and a negative axis, prismatic along an off-axis direction, fixed joints inside the
+# chain and at its end (frames on fixed links), and a side branch whose joint is not in the chain.
+TINY_URDF = """<?xml version="1.0"?>
+<robot name="tiny">
+  <link name="base"/>
+  <link name="l1"/> <link name="l2"/> <link name="l2b"/> <link name="l3"/> <link name="l4"/> <link name="l5"/>
+  <link name="tool"/> <link name="side"/> <link name="side_tip"/>
+  <joint name="j_cont" type="continuous">
+    <parent link="base"/> <child link="l1"/> <origin xyz="0 0 0.1" rpy="0 0 0.3"/> <axis xyz="0 0 1"/>
+  </joint>
+  <joint name="j_side" type="revolute">
+    <parent link="l1"/> <child link="side"/> <origin xyz="0.2 0 0" rpy="0.1 0 0"/> <axis xyz="1 0 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/>
+  </joint>
+  <joint name="side_fixed" type="fixed">
+    <parent link="side"/> <child link="side_tip"/> <origin xyz="0 0.3 0" rpy="0 0 1.0"/>
+  </joint>
+  <joint name="j_off" type="revolute">
+    <parent link="l1"/> <child link="l2"/> <origin xyz="0.1 0.2 0.3" rpy="0.4 -0.2 0.7"/> <axis xyz="0.3 0.5 0.8"/>
+    <limit lower="-2" upper="2.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="mid_fixed" type="fixed">
+    <parent link="l2"/> <child link="l2b"/> <origin xyz="0.05 0 0.1" rpy="0.1 0.2 0.3"/>
+  </joint>
+  <joint name="j_prism" type="prismatic">
+    <parent link="l2b"/> <child link="l3"/> <origin xyz="0 0.1 0.2" rpy="0 0.5 0"/> <axis xyz="1 0 1"/>
+    <limit lower="-0.3" upper="0.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="j_neg" type="revolute">
+    <parent link="l3"/> <child link="l4"/> <origin xyz="0.2 0 0" rpy="0 0 0"/> <axis xyz="0 -1 0"/>
+    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="j_cont_off" type="continuous">
+    <parent link="l4"/> <child link="l5"/> <origin xyz="0 0 0.25" rpy="-0.3 0.2 0.1"/> <axis xyz="1 1 0"/>
+  </joint>
+  <joint name="tool_fixed" type="fixed">
+    <parent link="l5"/> <child link="tool"/> <origin xyz="0 0 0.15" rpy="3.0 0.1 -0.2"/>
+  </joint>
+</robot>
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_urdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of :data:`TINY_URDF` (end-effector frame ``tool``; the ``side`` joint is off that chain)."""
+    path = tmp_path_factory.mktemp("urdf") / "tiny.urdf"
+    path.write_text(TINY_URDF)
+    return path
+
 
 @pytest.fixture
 def write_urdf(tmp_path: Path) -> Callable[..., Path]:

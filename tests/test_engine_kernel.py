@@ -32,44 +32,6 @@ SLACK = {F64: (1e-9, 1e-9), F32: (2e-6, 2e-5)}
 # One seed per target (the eager solver runs 4 by default): twice the eager budget.
 ONE_SEED = SolveOptions(max_iterations=400)
 
-# Every joint kind in one chain to "tool": continuous (aligned and off-axis), revolute about an
-# off-axis and a negative axis, prismatic along an off-axis direction, fixed joints inside the chain
-# and at its end, and a side branch whose coordinate is not in the chain (a zero Jacobian column).
-MIXED_URDF = """<?xml version="1.0"?>
-<robot name="mixed">
-  <link name="base"/>
-  <link name="l1"/> <link name="l2"/> <link name="l2b"/> <link name="l3"/> <link name="l4"/> <link name="l5"/>
-  <link name="tool"/> <link name="side"/>
-  <joint name="j_cont" type="continuous">
-    <parent link="base"/> <child link="l1"/> <origin xyz="0 0 0.1" rpy="0 0 0.3"/> <axis xyz="0 0 1"/>
-  </joint>
-  <joint name="j_side" type="revolute">
-    <parent link="l1"/> <child link="side"/> <origin xyz="0.2 0 0" rpy="0.1 0 0"/> <axis xyz="1 0 0"/>
-    <limit lower="-1" upper="1" effort="1" velocity="1"/>
-  </joint>
-  <joint name="j_off" type="revolute">
-    <parent link="l1"/> <child link="l2"/> <origin xyz="0.1 0.2 0.3" rpy="0.4 -0.2 0.7"/> <axis xyz="0.3 0.5 0.8"/>
-    <limit lower="-2" upper="2.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="mid_fixed" type="fixed">
-    <parent link="l2"/> <child link="l2b"/> <origin xyz="0.05 0 0.1" rpy="0.1 0.2 0.3"/>
-  </joint>
-  <joint name="j_prism" type="prismatic">
-    <parent link="l2b"/> <child link="l3"/> <origin xyz="0 0.1 0.2" rpy="0 0.5 0"/> <axis xyz="1 0 1"/>
-    <limit lower="-0.3" upper="0.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="j_neg" type="revolute">
-    <parent link="l3"/> <child link="l4"/> <origin xyz="0.2 0 0" rpy="0 0 0"/> <axis xyz="0 -1 0"/>
-    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="j_cont_off" type="continuous">
-    <parent link="l4"/> <child link="l5"/> <origin xyz="0 0 0.25" rpy="-0.3 0.2 0.1"/> <axis xyz="1 1 0"/>
-  </joint>
-  <joint name="tool_fixed" type="fixed">
-    <parent link="l5"/> <child link="tool"/> <origin xyz="0 0 0.15" rpy="3.0 0.1 -0.2"/>
-  </joint>
-</robot>
-"""
 MIXED = "mixed-urdf"
 
 
@@ -83,12 +45,12 @@ def builtin(name: str, dtype: torch.dtype) -> ik_layer.Robot:
 
 
 @pytest.fixture
-def robot_of(write_urdf: Callable[..., Path]) -> Callable[[str, torch.dtype], ik_layer.Robot]:
-    """``robot_of(name, dtype)``: a built-in robot, or the mixed-joint URDF above for :data:`MIXED`."""
+def robot_of(tiny_urdf: Path) -> Callable[[str, torch.dtype], ik_layer.Robot]:
+    """``robot_of(name, dtype)``: a built-in robot, or conftest's every-joint-kind URDF for :data:`MIXED`."""
 
     def load(name: str, dtype: torch.dtype) -> ik_layer.Robot:
         if name == MIXED:
-            robot = ik_layer.load_robot(write_urdf(MIXED_URDF), "tool", dtype=dtype)
+            robot = ik_layer.load_robot(tiny_urdf, "tool", dtype=dtype)
             assert robot.dof == 6 and robot._chain_cols.numel() == 5  # the side joint is off the chain
             assert bool(robot.continuous.any()) and not bool(robot._revolute.all())
             return robot
