@@ -8,9 +8,10 @@ cost are checked against it before anything is timed.
 
 Candidates:
 
-* ``warp``: one ``warp`` kernel, one thread per row, compiled per (dof, dtype) from a closure; the
-  same source compiles for CUDA. Launched from a recorded command (the arrays are bound once, as
-  the engine's fixed slot buffers would be).
+* ``warp``: one ``warp`` kernel, one thread per row, built from the engine's own functions
+  (``ik_layer.engine.kernel.lm_functions``: FK, Jacobian, error, damped Cholesky solve); the same
+  source compiles for CUDA. Launched from a recorded command (the arrays are bound once, as the
+  engine's slot buffers are).
 * ``numba``: the same algorithm as an ``@njit`` loop over rows (CPU only; CUDA would need a second
   source in ``numba.cuda``).
 * ``compile``: ``torch.compile`` of the eager step (``--compile``; slow to build).
@@ -35,9 +36,10 @@ import warp as wp
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 import ik_layer
+from ik_layer.engine.kernel import damping_floor, lm_functions, warp_types
+from ik_layer.engine.slots import Slots
 from ik_layer.lie import pose_error
 
-FLOOR = 1e-9  # absolute damping, as the solver's
 Step = Callable[[], object]
 
 
@@ -50,7 +52,7 @@ def eager_step(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, mu:
     e = pose_error(target, pose)
     cost = (e * e).sum(-1)
     eye = torch.eye(robot.dof, dtype=q.dtype, device=q.device)
-    lhs = jac.transpose(-1, -2) @ jac + (mu * cost + FLOOR)[:, None, None] * eye
+    lhs = jac.transpose(-1, -2) @ jac + (mu * cost + damping_floor(q.dtype))[:, None, None] * eye
     factor, _ = torch.linalg.cholesky_ex(lhs)
     dq = torch.cholesky_solve(jac.transpose(-1, -2) @ e[..., None], factor)[..., 0]
     return dq, cost
@@ -59,38 +61,15 @@ def eager_step(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, mu:
 # --------------------------------------------------------------------------- warp
 
 
-def warp_step_kernel(dof: int, joints: int, double: bool) -> wp.Kernel:
-    """The warp kernel of one step for a chain of ``joints`` joints and ``dof`` coordinates."""
-    f = wp.float64 if double else wp.float32
-    vec3, vec6 = wp.types.vector(3, f), wp.types.vector(6, f)
-    mat33 = wp.types.matrix((3, 3), f)
-    jac_t = wp.types.matrix((6, dof), f)
-    tiny = 1e-300 if double else 1e-30
+def warp_step_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
+    """One step per row, from the engine's own warp functions (:func:`ik_layer.engine.kernel.lm_functions`)."""
+    fns = lm_functions(dof, joints, dtype)
+    evaluate, damped_solve = fns.evaluate, fns.damped_solve
+    f, _, vec3, vec6, mat33 = warp_types(dtype)
+    vecq = wp.types.vector(dof, f)
+    floor = damping_floor(dtype)
 
-    @wp.func
-    def so3_log(r: mat33) -> vec3:
-        v = vec3(r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]) * f(0.5)
-        c = wp.clamp((r[0, 0] + r[1, 1] + r[2, 2] - f(1.0)) * f(0.5), f(-1.0), f(1.0))
-        s2 = wp.dot(v, v)
-        theta = wp.atan2(wp.sqrt(s2), c)
-        if c >= f(0.0):
-            scale = f(1.0) + s2 / f(6.0)
-            if s2 >= f(1e-8):
-                scale = theta / wp.sqrt(s2)
-            return v * scale
-        sym = (r + wp.transpose(r)) * f(0.5) - wp.identity(3, f) * c
-        col = 0
-        if sym[1, 1] > sym[col, col]:
-            col = 1
-        if sym[2, 2] > sym[col, col]:
-            col = 2
-        a = vec3(sym[0, col], sym[1, col], sym[2, col])
-        a = a / wp.max(wp.length(a), f(1e-30))
-        if wp.dot(a, v) < f(0.0):
-            a = -a
-        return a * theta
-
-    @wp.kernel
+    @wp.kernel(module="unique")
     def step(
         q: wp.array2d(dtype=f),
         target_rot: wp.array(dtype=mat33),
@@ -104,67 +83,23 @@ def warp_step_kernel(dof: int, joints: int, double: bool) -> wp.Kernel:
         axis: wp.array(dtype=vec3),
         revolute: wp.array(dtype=wp.int32),
         cols: wp.array(dtype=wp.int32),
-        tip_rot: mat33,
-        tip_pos: vec3,
+        tip_rot: wp.array(dtype=mat33),
+        tip_pos: wp.array(dtype=vec3),
         dq: wp.array2d(dtype=f),
         cost: wp.array(dtype=f),
     ):
         i = wp.tid()
-        rot = wp.identity(3, f)
-        pos = vec3()
-        jac = jac_t()
-        origins = jac_t()  # rows 0-2: joint origins, per coordinate
-        for j in range(joints):
-            c = cols[j]
-            qj = q[i, c]
-            local = place_rot[j] + wp.sin(qj) * place_rot_k[j] + (f(1.0) - wp.cos(qj)) * place_rot_k2[j]
-            pos = pos + rot * (place_pos[j] + qj * slide[j])
-            rot = rot * local
-            w = rot * axis[j]
-            for k in range(3):
-                jac[3 + k, c] = w[k]
-                origins[k, c] = pos[k]
-        tip_p = pos + rot * tip_pos
-        for j in range(joints):
-            c = cols[j]
-            w = vec3(jac[3, c], jac[4, c], jac[5, c])
-            linear = w
-            if revolute[j] != 0:
-                linear = wp.cross(w, tip_p - vec3(origins[0, c], origins[1, c], origins[2, c]))
-            else:
-                for k in range(3):
-                    jac[3 + k, c] = f(0.0)
-            for k in range(3):
-                jac[k, c] = linear[k]
-        dp = target_pos[i] - tip_p
-        dr = so3_log(target_rot[i] * wp.transpose(rot * tip_rot))
-        e = vec6(dp[0], dp[1], dp[2], dr[0], dr[1], dr[2])
-        err = wp.dot(e, e)
-        h = wp.transpose(jac) * jac
-        y = wp.transpose(jac) * e
-        damping = mu[i] * err + f(FLOOR)
-        for a in range(dof):  # Cholesky, lower triangle in place
-            h[a, a] = h[a, a] + damping
-            s = h[a, a]
-            for b in range(a):
-                s = s - h[a, b] * h[a, b]
-            d = wp.sqrt(wp.max(s, f(tiny)))
-            h[a, a] = d
-            for r in range(a + 1, dof):
-                t = h[r, a]
-                for b in range(a):
-                    t = t - h[r, b] * h[a, b]
-                h[r, a] = t / d
+        x = vecq()
+        ones = vecq()
         for a in range(dof):
-            t = y[a]
-            for b in range(a):
-                t = t - h[a, b] * y[b]
-            y[a] = t / h[a, a]
-        for a in range(dof - 1, -1, -1):
-            t = y[a]
-            for b in range(a + 1, dof):
-                t = t - h[b, a] * y[b]
-            y[a] = t / h[a, a]
+            x[a] = q[i, a]
+            ones[a] = f(1.0)
+        w = vec6(f(1.0), f(1.0), f(1.0), f(1.0), f(1.0), f(1.0))
+        e, jac, err = evaluate(
+            x, target_rot[i], target_pos[i], w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis,
+            revolute, cols, tip_rot[0], tip_pos[0],
+        )  # fmt: skip
+        y, _ok = damped_solve(jac, e, w, mu[i] * err + f(floor), ones, vecq(), 0)
         for a in range(dof):
             dq[i, a] = y[a]
         cost[i] = err
@@ -174,19 +109,13 @@ def warp_step_kernel(dof: int, joints: int, double: bool) -> wp.Kernel:
 
 def warp_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """A recorded launch of the warp step over the given (bound once) tensors."""
-    double = robot.dtype == torch.float64
-    kernel = warp_step_kernel(robot.dof, robot._chain_cols.numel(), double)
-    mat33, vec3 = (wp.mat33d, wp.vec3d) if double else (wp.mat33f, wp.vec3f)
-
-    def arr(x: torch.Tensor, dtype=None) -> wp.array:
-        return wp.from_torch(x.contiguous(), dtype=dtype) if dtype else wp.from_torch(x.contiguous())
-
+    kernel = warp_step_kernel(robot.dof, robot._chain_cols.numel(), robot.dtype)
+    _, _, vec3, _, mat33 = warp_types(robot.dtype)
+    chain = Slots(robot, 0).chain_arrays()[:10]  # the engine's views of the chain, up to the tip
+    rot, pos = target[:, :3, :3].contiguous(), target[:, :3, 3].contiguous()
     inputs = [
-        arr(q), arr(target[:, :3, :3], mat33), arr(target[:, :3, 3], vec3), arr(mu),
-        arr(robot._place_rot, mat33), arr(robot._place_rot_k, mat33), arr(robot._place_rot_k2, mat33),
-        arr(robot._place_pos, vec3), arr(robot._slide, vec3), arr(robot._axis, vec3),
-        arr(robot._revolute.to(torch.int32)), arr(robot._chain_cols.to(torch.int32)),
-        mat33(*robot._tip[:3, :3].flatten().tolist()), vec3(*robot._tip[:3, 3].tolist()), arr(dq), arr(cost),
+        wp.from_torch(q), wp.from_torch(rot, dtype=mat33), wp.from_torch(pos, dtype=vec3), wp.from_torch(mu),
+        *chain, wp.from_torch(dq), wp.from_torch(cost),
     ]  # fmt: skip
     command = wp.launch(kernel, dim=q.shape[0], inputs=inputs, device="cpu", record_cmd=True)
     return command.launch
@@ -270,7 +199,7 @@ def _numba_step(q, trot, tpos, mu, prot, prk, prk2, ppos, slide, axis, rev, cols
         err = 0.0
         for a in range(6):
             err += e[a] * e[a]
-        damping = mu[i] * err + FLOOR
+        damping = mu[i] * err + 1e-9  # damping_floor(float64)
         for a in range(dof):
             t = 0.0
             for k in range(6):

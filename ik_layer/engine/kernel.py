@@ -28,6 +28,7 @@ compiles for the CPU and for CUDA.
 # No `from __future__ import annotations`: warp reads the kernels' annotations as live types.
 import functools
 import math
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import torch
@@ -58,6 +59,7 @@ __all__ = [
     "BlockLauncher",
     "damping_floor",
     "lm_block_kernel",
+    "lm_functions",
     "seed_rng",
     "warp_types",
 ]
@@ -86,11 +88,12 @@ def warp_types(dtype: torch.dtype) -> tuple[type, type, type, type, type]:
 
 
 @functools.cache
-def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
-    """The LM block kernel for ``dof`` coordinates, a chain of ``joints`` joints and ``dtype`` floats.
+def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
+    """The warp functions of one LM step for ``dof`` coordinates, ``joints`` chain joints and ``dtype`` floats.
 
-    Cached per ``(dof, joints, dtype)``; warp caches the compiled module on disk across processes.
-    Launch it through :class:`BlockLauncher`, which binds the arguments in this order.
+    ``so3_log``, ``evaluate`` (error, Jacobian, weighted cost at q), ``errors_of``, ``score_of``,
+    ``damped_solve``, ``rank_of`` and ``wrap``; :func:`lm_block_kernel` is built from them, and so is the
+    bake-off's one-step kernel (``bench/kernel_bakeoff.py``).
     """
     if not (isinstance(dof, int) and isinstance(joints, int) and 1 <= joints <= dof):
         raise ValueError(f"need 1 <= joints <= dof, got dof={dof}, joints={joints}")
@@ -98,7 +101,6 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
     vecq = wp.types.vector(dof, f)
     jac_t = wp.types.matrix((6, dof), f)
     hess_t = wp.types.matrix((dof, dof), f)
-    floor = damping_floor(dtype)
     pi, two_pi = math.pi, 2 * math.pi
 
     @wp.func
@@ -282,6 +284,31 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 m = m + f(two_pi)
             return f(pi) - m
         return wp.min(wp.max(x, lower), upper)
+
+    return SimpleNamespace(
+        so3_log=so3_log,
+        evaluate=evaluate,
+        errors_of=errors_of,
+        score_of=score_of,
+        damped_solve=damped_solve,
+        rank_of=rank_of,
+        wrap=wrap,
+    )
+
+
+@functools.cache
+def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
+    """The LM block kernel for ``dof`` coordinates, a chain of ``joints`` joints and ``dtype`` floats.
+
+    Cached per ``(dof, joints, dtype)``; warp caches the compiled module on disk across processes.
+    Launch it through :class:`BlockLauncher`, which binds the arguments in this order.
+    """
+    fns = lm_functions(dof, joints, dtype)
+    evaluate, score_of, errors_of = fns.evaluate, fns.score_of, fns.errors_of
+    damped_solve, rank_of, wrap = fns.damped_solve, fns.rank_of, fns.wrap
+    f, vec2, vec3, vec6, mat33 = warp_types(dtype)
+    vecq = wp.types.vector(dof, f)
+    floor = damping_floor(dtype)
 
     @wp.kernel(module="unique")
     def lm_block(
