@@ -64,22 +64,8 @@ def solve_reference(
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets with the eager torch solver (the reference path).
 
-    :func:`ik_layer.solve` runs the fused engine by default and this with ``reference=True``.
-
-    Args:
-        robot: the robot; its dtype and device are used throughout.
-        target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``.
-        options: the solver's options (default: :class:`SolveOptions` defaults).
-        warm_start: optional configuration (..., dof) (or (dof,) for all targets), the first seed.
-        weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``;
-            a zero weight drops that axis from the cost and from the reported errors.
-        posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
-            Jacobian's null space, used as a seed, and preferred among successful seeds.
-        generator: random generator of the seeds, on the robot's device (reproducible results).
-        **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
-
-    Returns:
-        An :class:`IKResult`; unreachable targets come back with ``success=False``.
+    Arguments and result as :func:`ik_layer.solve`, which runs the fused engine by default and this
+    function with ``reference=True``.
     """
     problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
     run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator)
