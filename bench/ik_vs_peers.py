@@ -498,14 +498,19 @@ def solve_rtb(robot: ik_layer.Robot, targets: np.ndarray, settings: dict | None 
     return _clamp(robot, np.array(out)), info
 
 
-def run_rtb(
-    robot: ik_layer.Robot, targets: np.ndarray, repeats: int, settings: dict
+def run_per_target(
+    solve: Callable[..., tuple[torch.Tensor, dict]],
+    robot: ik_layer.Robot,
+    targets: np.ndarray,
+    repeats: int,
+    settings: dict,
 ) -> tuple[torch.Tensor, float, dict]:
-    solve_rtb(robot, targets[:16], settings)  # warm-up
+    """Time a per-target peer ``solve(robot, targets, settings) -> (q, info)`` after a 16-target warm-up."""
+    solve(robot, targets[:16], settings)
     holder = {}
 
     def call() -> torch.Tensor:
-        q, holder["info"] = solve_rtb(robot, targets, settings)
+        q, holder["info"] = solve(robot, targets, settings)
         return q
 
     q, seconds = timed(call, repeats)
@@ -554,20 +559,6 @@ def solve_tracik(
         out.append(result[1:] if found else start)
         success += bool(found)
     return _clamp(robot, np.array(out)), {"own_success": success / max(len(out), 1)}
-
-
-def run_tracik(
-    robot: ik_layer.Robot, targets: np.ndarray, repeats: int, settings: dict
-) -> tuple[torch.Tensor, float, dict]:
-    solve_tracik(robot, targets[:16], settings)  # warm-up
-    holder = {}
-
-    def call() -> torch.Tensor:
-        q, holder["info"] = solve_tracik(robot, targets, settings)
-        return q
-
-    q, seconds = timed(call, repeats)
-    return q, seconds, {**holder["info"], **settings}
 
 
 # --------------------------------------------------------------------------- the run
@@ -641,8 +632,8 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
         log(rows[-1])
 
     per_target = (
-        ("rtb ik_LM", RTB_MODULE, args.no_rtb, run_rtb, cli_rtb_settings(args)),
-        ("TRAC-IK", "pytracik", args.no_tracik, run_tracik, TRACIK_SETTINGS),
+        ("rtb ik_LM", RTB_MODULE, args.no_rtb, functools.partial(run_per_target, solve_rtb), cli_rtb_settings(args)),
+        ("TRAC-IK", "pytracik", args.no_tracik, functools.partial(run_per_target, solve_tracik), TRACIK_SETTINGS),
     )
     for label, module, skip, run, settings in per_target:
         if skip or not importable(module):

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ik_layer.engine import Engine
+from ik_layer.engine import Engine, solve_problem
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
@@ -67,18 +67,11 @@ def solve(
             **option_changes,
         )  # fmt: skip
     problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
-    n = problem.target.shape[0]
     draw = {"generator": generator} if generator is not None else {}
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
-    given = [robot.wrap(x) for x in (problem.warm_start, problem.posture) if x is not None]  # the first seeds
-    start = torch.stack(given, dim=1) if given else robot.random_q((n, 1), **draw)
-    engine, lock = _engine_for(robot, n * problem.options.num_seeds)
+    engine, lock = _engine_for(robot, problem.target.shape[0] * problem.options.num_seeds)
     with lock:
-        request = engine.submit(
-            problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
-        )
-        engine.run(request)
-    return problem.unflatten(request.result())
+        return solve_problem(engine, problem, seed)
 
 
 def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:

@@ -34,8 +34,30 @@ __all__ = [
     "Request",
     "Slots",
     "lm_block_kernel",
+    "solve_problem",
     "solve_with_kernel",
 ]
+
+
+def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
+    """Solve a checked :class:`~ik_layer.solver.Problem` on ``engine``: admit every target, run until all retired.
+
+    A target's first seeds start at its warm start, then its posture (when given), else at random; every
+    random start and restart comes from ``seed``. Another seed starts (up to ``options.num_seeds``) when a
+    target's newest one stalls. The caller owns ``engine`` (one worker at a time).
+    """
+    robot = engine.robot
+    n = problem.target.shape[0]
+    given = [robot.wrap(x) for x in (problem.warm_start, problem.posture) if x is not None]
+    if given:
+        start = torch.stack(given, dim=1)
+    else:
+        start = robot.random_q((n,), generator=torch.Generator(device=robot.device).manual_seed(seed))
+    request = engine.submit(
+        problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
+    )
+    engine.run(request)
+    return problem.unflatten(request.result())
 
 
 def solve_with_kernel(
@@ -48,28 +70,13 @@ def solve_with_kernel(
     generator_seed: int = 0,
     block: int = 16,
 ) -> IKResult:
-    """Solve IK for a batch of targets on a fresh :class:`Engine`: admit every target, run until all retired.
+    """Solve IK for a batch of targets on a fresh :class:`Engine` of ``block`` iterations per launch.
 
-    Arguments as :func:`ik_layer.solve` (no posture). Every target's first seed starts from ``warm_start``
-    if given, else from a random configuration drawn with a generator seeded by ``generator_seed``, which
-    also seeds the later seeds and the in-kernel restarts; a target gets another seed (up to
-    ``options.num_seeds``) when its newest one stalls. Blocks of ``block`` iterations run until every
-    target retired (one host sync per block).
-
-    Returns:
-        An :class:`ik_layer.IKResult`: the best configuration found, success, the errors recomputed at it
-        with :func:`ik_layer.lie.pose_error` over the weighted axes, and the iterations used.
+    Arguments as :func:`ik_layer.solve` (no posture); ``generator_seed`` seeds every random start and
+    restart (see :func:`solve_problem`). One host sync per block.
     """
     if not (isinstance(block, int) and block >= 1):
         raise IKLayerError(f"block must be an int >= 1, got {block!r}")
     problem = Problem.prepare(robot, target, options, warm_start, weights, None, None, {})
-    n = problem.target.shape[0]
-    if problem.warm_start is None:
-        generator = torch.Generator(device=robot.device).manual_seed(generator_seed)
-        start = robot.random_q((n,), generator=generator)
-    else:
-        start = robot.wrap(problem.warm_start)
-    engine = Engine(robot, capacity=max(n * problem.options.num_seeds, 1), block=block)
-    request = engine.submit(problem.target, start, problem.options, weights=problem.weights, seed=generator_seed)
-    engine.run(request)
-    return problem.unflatten(request.result())
+    engine = Engine(robot, capacity=max(problem.target.shape[0] * problem.options.num_seeds, 1), block=block)
+    return solve_problem(engine, problem, generator_seed)

@@ -277,17 +277,12 @@ class Engine:
         waiting = any(r is request and i == row for r, i, _, _ in self._extra)
         if not bool((request.slot[row] >= 0).any()) and not waiting:
             self._answer(request, torch.tensor([row]), torch.tensor([offset]), code=CANCELLED)
-            if request.retired == request.rows:
-                self._active.pop(request.id, None)
-                request.finish(self.robot)
 
     def _drop_unadmitted(self, request: Request) -> None:
         """A cancelled request at the head of the queue: its targets not yet started answer CANCELLED."""
-        request.status[request.admitted :] = CANCELLED
-        request.retired += request.rows - request.admitted
+        rows = torch.arange(request.admitted, request.rows)
         request.admitted = request.rows
-        if request.retired == request.rows:
-            request.finish(self.robot)
+        self._answer(request, rows, torch.zeros_like(rows), code=CANCELLED)
 
     # ----------------------------------------------------------------------------------- retirement
 
@@ -297,7 +292,6 @@ class Engine:
         state = torch.stack((self.slots.status, self.slots.iterations, self.slots.age)).cpu()  # one host sync
         status, iterations, age = state[0], state[1].to(torch.long), state[2].to(torch.long)
         now = time.monotonic()
-        finished: list[Request] = []
         self._freed: list[int] = []
         with self._lock:
             forced = {
@@ -318,14 +312,8 @@ class Engine:
                 self._retire_slots(
                     request, mine, status[mine], self._slot_offset[mine] + iterations[mine], forced.get(rid)
                 )
-                if request.retired == request.rows:
-                    finished.append(request)
             if self._freed:
                 self.slots.retire(torch.tensor(self._freed, device=self.robot.device))
-            for request in finished:
-                del self._active[request.id]
-        for request in finished:
-            request.finish(self.robot)
 
     def _ask_for_seeds(self, running: Tensor, iterations: Tensor, age: Tensor) -> None:
         """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
@@ -385,7 +373,8 @@ class Engine:
         request.error[rows_b.to(request.q.device)] = self.slots.best_error[slots_b.to(self.robot.device)]
 
     def _answer(self, request: Request, rows: Tensor, iterations: Tensor, *, code: int) -> None:
-        """Retire the targets ``rows`` (CPU, unique) with ``code``, freeing every slot they hold."""
+        """Retire the targets ``rows`` (CPU, unique) with ``code``, freeing every slot they hold; the request is
+        answered when its last target retires."""
         if len(rows) == 0:
             return
         request.status[rows] = code
@@ -393,6 +382,9 @@ class Engine:
         request.retired += len(rows)
         held = request.slot[rows].flatten()
         self._free_slots(request, held[held >= 0])
+        if request.retired == request.rows:
+            self._active.pop(request.id, None)
+            request.finish(self.robot)
 
     def _free_slots(self, request: Request, slots: Tensor) -> None:
         """Give ``slots`` (CPU) back; the slots' status is set EMPTY for all freed slots at the end of the step."""
