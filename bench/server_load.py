@@ -1,9 +1,12 @@
-"""Load test of the HTTP service: micro-batching on vs off, at 1, 8 and 64 concurrent clients.
+"""Load test of the HTTP service: continuous batching vs one request at a time, against the HTTP stack's ceiling.
 
-Starts ``python -m ik_layer.server`` itself on a free loopback port (once with
-micro-batching, once with ``--max-batch 1``), lets N async httpx clients send
-single-pose IK requests back to back for a fixed time, and prints requests/s,
-p50/p99 latency and the throughput ratio batched / unbatched.
+Starts ``python -m ik_layer.server`` itself on a free loopback port (once as configured,
+once with ``--max-requests-in-flight 1``: unbatched), lets N async httpx clients send
+single-pose IK requests back to back for a fixed time, and prints requests/s, p50/p99
+latency, the same clients' rate on ``GET /health`` (a no-op route: the HTTP stack's
+ceiling), and the ratios. ``--hostile`` then measures a maximal request (1024
+unreachable targets, 64 seeds, 10,000 iterations): when it answers against its
+deadline, and the latency of a small IK request and of ``/health`` meanwhile.
 
     python bench/server_load.py            # 8 s per point
     python bench/server_load.py --quick    # 2 s per point
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import signal
 import sys
@@ -72,9 +76,15 @@ def reachable_targets(url: str, robot: str, count: int, seed: int) -> list[dict[
 
 
 async def load(
-    url: str, robot: str, clients: int, seconds: float, targets: list[dict[str, list[float]]], body: dict[str, object]
+    url: str,
+    robot: str,
+    clients: int,
+    seconds: float,
+    targets: list[dict[str, list[float]]],
+    body: dict[str, object] | None,
 ) -> tuple[int, int, list[float]]:
-    """``clients`` loops posting one target each, back to back, for ``seconds``; (answered, failed, latencies [s]).
+    """``clients`` loops posting one target each (``body`` None: ``GET /health``), back to back, for ``seconds``;
+    (answered, failed, latencies [s]).
 
     Each loop has its own ``httpx.AsyncClient`` (one connection): one client pooling 64
     connections spends more CPU than the server it measures.
@@ -88,7 +98,12 @@ async def load(
         k = index
         while time.perf_counter() < stop_at:
             start = time.perf_counter()
-            response = await http.post(f"/v1/robots/{robot}/ik", json={**body, "targets": [targets[k % len(targets)]]})
+            if body is None:
+                response = await http.get("/health")
+            else:
+                response = await http.post(
+                    f"/v1/robots/{robot}/ik", json={**body, "targets": [targets[k % len(targets)]]}
+                )
             if response.status_code == 200:
                 latencies.append(time.perf_counter() - start)
             else:
@@ -103,23 +118,62 @@ async def load(
     return len(latencies), failed, latencies
 
 
-def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> list[Point]:
-    """All client counts against one server started with ``flags``."""
-    points = []
+def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[str, list[Point]]:
+    """All client counts against one server started with ``flags``: IK requests, and ``/health`` side by side."""
+    points: dict[str, list[Point]] = {mode: [], "no-op": []}
     body = {"max_iterations": args.max_iterations}
     with running_server([*flags, "--robots", args.robot]) as url:
         targets = reachable_targets(url, args.robot, 512, seed=0)
         for clients in args.clients:
-            asyncio.run(load(url, args.robot, clients, args.warmup, targets, body))
-            start = time.perf_counter()
-            answered, failed, latencies = asyncio.run(load(url, args.robot, clients, args.seconds, targets, body))
-            points.append(Point(mode, clients, answered, failed, time.perf_counter() - start, latencies))
-            p = points[-1]
-            print(
-                f"{mode:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} {failed:>6}",
-                flush=True,
-            )
+            for name, payload in ((mode, body), ("no-op", None)):
+                asyncio.run(load(url, args.robot, clients, args.warmup, targets, payload))
+                start = time.perf_counter()
+                answered, failed, latencies = asyncio.run(
+                    load(url, args.robot, clients, args.seconds, targets, payload)
+                )
+                p = Point(name, clients, answered, failed, time.perf_counter() - start, latencies)
+                points[name].append(p)
+                print(
+                    f"{name:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} "
+                    f"{failed:>6}",
+                    flush=True,
+                )
+        if args.hostile:
+            asyncio.run(hostile(url, args.robot, targets))
     return points
+
+
+async def hostile(url: str, robot: str, targets: list[dict[str, list[float]]]) -> None:
+    """A maximal request with a 1 s deadline; meanwhile small IK requests and ``/health``, one after the other."""
+    body = {
+        "targets": [{"position": [5.0, 0.0, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}] * 1024,
+        "num_seeds": 64,
+        "max_iterations": 10_000,
+        "timeout": 1.0,
+    }
+    async with httpx.AsyncClient(base_url=url, timeout=60) as big, httpx.AsyncClient(base_url=url, timeout=60) as small:
+        start = time.perf_counter()
+        maximal = asyncio.create_task(big.post(f"/v1/robots/{robot}/ik", json=body))
+        ik: list[float] = []
+        health: list[float] = []
+        k = 0
+        while not maximal.done():
+            t = time.perf_counter()
+            await small.post(f"/v1/robots/{robot}/ik", json={"targets": [targets[k % len(targets)]]})
+            ik.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await small.get("/health")
+            health.append(time.perf_counter() - t)
+            k += 1
+        answer = await maximal
+        took = time.perf_counter() - start
+    statuses = {s["status"] for s in answer.json()["solutions"]}
+    ik_ms, health_ms = sorted(1e3 * x for x in ik), sorted(1e3 * x for x in health)
+    print(
+        f"\nmaximal request (1024 unreachable x 64 seeds x 10,000 iterations, timeout 1 s): HTTP {answer.status_code} "
+        f"in {took:.2f} s, statuses {sorted(statuses)}; meanwhile {len(ik)} small IK requests: "
+        f"median {ik_ms[len(ik_ms) // 2]:.1f} ms, max {ik_ms[-1]:.1f} ms; /health max {health_ms[-1]:.1f} ms"
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -128,8 +182,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--robot", default="ur5e")
     parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=None, help="measured time per point [s]")
-    parser.add_argument("--max-batch", type=int, default=256, help="micro-batch size of the batched server")
-    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="micro-batch wait of the batched server")
+    parser.add_argument("--hostile", action="store_true", help="also time a maximal request and requests beside it")
+    parser.add_argument("--json", type=Path, help="also write the points here (plotted by bench/report.py)")
     parser.add_argument("--max-iterations", type=int, default=100)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     args = parser.parse_args(argv)
@@ -142,16 +196,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"server load: {args.robot} on {args.device}, single-pose IK requests, {args.seconds:g} s per point")
     print(f"{'mode':>9} {'clients':>7} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'failed':>6}")
-    common = ["--device", args.device]
-    batched = measure(
-        "batched", [*common, "--max-batch", str(args.max_batch), "--max-wait-ms", str(args.max_wait_ms)], args
-    )
-    unbatched = measure("unbatched", [*common, "--max-batch", "1", "--max-wait-ms", "0"], args)
-    print("\nthroughput ratio batched / unbatched (target >= 10x at 64 clients):")
-    for on, off in zip(batched, unbatched, strict=False):
-        ratio = on.rate / off.rate if off.rate else float("inf")
-        p99 = on.percentile(99) / off.percentile(99) if off.latencies else float("nan")
-        print(f"  {on.clients:>3} clients: {ratio:6.2f}x requests/s, p99 latency {p99:5.2f}x")
+    common = ["--device", args.device, "--max-targets", "1024"]
+    batched = measure("batched", common, args)
+    args.hostile = False
+    unbatched = measure("unbatched", [*common, "--max-requests-in-flight", "1"], args)["unbatched"]
+    print("\nratios (goals at 64 clients: >= 0.5x no-op, >= 10x unbatched, p99 <= 5x p50):")
+    for on, noop, off in zip(batched["batched"], batched["no-op"], unbatched, strict=True):
+        print(
+            f"  {on.clients:>3} clients: {on.rate / noop.rate:5.2f}x no-op, {on.rate / off.rate:6.2f}x unbatched, "
+            f"p99/p50 {on.percentile(99) / on.percentile(50):5.2f}, "
+            f"p50 {on.percentile(50) - noop.percentile(50):+.2f} ms vs no-op"
+        )
+    if args.json:
+        points = [*batched["batched"], *unbatched]
+        rows = [
+            {
+                "clients": p.clients,
+                "batching": p.mode == "batched",
+                "throughput_rps": p.rate,
+                "p99_ms": p.percentile(99),
+            }
+            for p in points
+        ]
+        args.json.write_text(json.dumps({"results": rows}, indent=1))
     return 0
 
 

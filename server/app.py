@@ -4,37 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
 import torch
 from fastapi import FastAPI
 
-from ik_layer import Robot
-from ik_layer.server import encode, routes
-from ik_layer.server.batch import MicroBatcher
-from ik_layer.server.decode import IKJob
+from ik_layer.server import routes
+from ik_layer.server.body import document_bodies
 from ik_layer.server.errors import install_error_handlers
 from ik_layer.server.loading import load_robots, warm_up
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
-from ik_layer.server.predict import predict
-from ik_layer.server.schemas import IKSolution
+from ik_layer.server.schemas import FKRequest, IKRequest
 from ik_layer.server.settings import Settings
 from ik_layer.server.state import Loaded, ServerState
-from ik_layer.server.unbatch import unbatch
+from ik_layer.server.worker import EngineWorker
 
-__all__ = ["create_app", "solve_batch"]
+__all__ = ["create_app"]
 
 _log = logging.getLogger("server")
 
 _DESCRIPTION = """Batched inverse and forward kinematics for the loaded robots.
 
 Units: metres and radians; orientations are quaternions `(x, y, z, w)` as in ROS.
-Concurrent IK requests for one robot with equal solver options are coalesced
-into one batched solve (micro-batching). Unreachable targets are not errors:
-they come back with `success: false`.
+Concurrent IK requests for one robot share its solver engine (continuous batching):
+their rows join the running solve between iteration blocks and each request is
+answered as soon as its own rows finish. Every request has a time limit; unreachable
+targets are not errors: they come back with `success: false`.
 """
 
 
@@ -46,15 +44,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ik = state
     for module in (routes.health, routes.robots, routes.ik, routes.fk, routes.metrics):
         app.include_router(module.router)
+    document_bodies(app, [IKRequest, FKRequest])
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, read_timeout=settings.read_timeout)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
-    """Load the robots, start one micro-batcher each, warm up, then report ready; undo it all on the way out."""
+    """Load and warm up the robots, start one engine worker each, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
     try:
@@ -62,29 +61,25 @@ async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
             torch.set_num_threads(settings.torch_threads)
         robots = await asyncio.to_thread(load_robots, settings.robots, settings.torch_device(), settings.torch_dtype())
         for name, robot in robots.items():
-            batcher = MicroBatcher(
+            await asyncio.to_thread(warm_up, robot, settings.solve_options())
+            worker = EngineWorker(
                 name,
-                partial(solve_batch, robot),
+                robot,
                 state.metrics,
-                max_batch=settings.max_batch,
-                max_wait=settings.max_wait_ms / 1000,
+                slots=settings.max_slots,
+                block=settings.block_iterations,
+                max_requests=settings.max_requests_in_flight,
                 queue_limit=settings.queue_limit,
+                max_work=settings.max_queued_work,
             )
-            state.robots[name] = Loaded(robot, batcher)
-        for loaded in state.robots.values():
-            await asyncio.to_thread(warm_up, loaded.robot, settings.solve_options())
-            loaded.batcher.start()
+            worker.start()
+            state.robots[name] = Loaded(robot, worker)
         state.ready = True
         _log.info("ik-layer ready on %s (%s): %s", state.device, settings.dtype, ", ".join(state.robots))
         yield
     finally:
         state.ready = False
         for loaded in state.robots.values():
-            await loaded.batcher.stop()
+            await loaded.worker.stop()
         state.robots.clear()
         torch.set_num_threads(threads_before)
-
-
-def solve_batch(robot: Robot, jobs: Sequence[IKJob]) -> list[list[IKSolution]]:
-    """What a robot's micro-batcher runs in its solver thread: predict -> unbatch -> encode, one list per job."""
-    return [encode.solutions(part) for part in unbatch(predict(robot, jobs), jobs)]

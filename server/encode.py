@@ -6,17 +6,17 @@ from torch import Tensor
 
 from ik_layer import Robot
 from ik_layer.server.predict import Prediction
-from ik_layer.server.schemas import IKSolution, Pose, RobotInfo
+from ik_layer.server.schemas import IKResponse, IKSolution, Pose, RobotInfo
 
-__all__ = ["poses", "robot_info", "solutions"]
+__all__ = ["ik_response", "poses", "robot_info", "solutions"]
 
 
 def solutions(prediction: Prediction) -> list[IKSolution]:
-    """One solution per row of ``prediction``; ``gradient`` only on the rows that asked for it."""
+    """One solution per row of ``prediction``, with its gradient if the request asked for it."""
     result = prediction.result
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
-    gradients = iter(prediction.gradient.tolist())
+    gradients = [None] * len(q) if prediction.gradient is None else prediction.gradient.tolist()
     return [
         IKSolution.model_construct(
             q=q[i],
@@ -24,10 +24,17 @@ def solutions(prediction: Prediction) -> list[IKSolution]:
             position_error=pos[i],
             orientation_error=ori[i],
             iterations=iters[i],
-            gradient=next(gradients) if asked else None,
+            status=prediction.status[i],
+            gradient=gradients[i],
         )
-        for i, asked in enumerate(prediction.asked.tolist())
+        for i in range(len(q))
     ]
+
+
+def ik_response(robot: str, prediction: Prediction) -> bytes:
+    """The JSON body answering an IK request of ``robot`` (``gradient`` left out unless asked)."""
+    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction))
+    return response.model_dump_json(exclude_none=True).encode()
 
 
 def poses(pose_rows: Tensor) -> list[Pose]:

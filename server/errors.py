@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -11,7 +11,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ik_layer import IKLayerError, RobotNotFound
-from ik_layer.server.exceptions import FieldError, ServiceUnavailable, TooManyRows
+from ik_layer.server.decode import MAX_REPORTED_ERRORS
+from ik_layer.server.exceptions import (
+    FieldError,
+    InvalidBody,
+    ServiceUnavailable,
+    TooManyRows,
+    TooMuchWork,
+    UnsupportedMediaType,
+)
 from ik_layer.server.state import get_state
 
 __all__ = ["ERROR_STATUS", "error_response", "install_error_handlers"]
@@ -19,6 +27,8 @@ __all__ = ["ERROR_STATUS", "error_response", "install_error_handlers"]
 ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (RobotNotFound, 404),
     (TooManyRows, 413),
+    (TooMuchWork, 413),
+    (UnsupportedMediaType, 415),
     (IKLayerError, 422),
     (ServiceUnavailable, 503),
 )
@@ -36,14 +46,17 @@ def error_response(err: Exception, available: Iterable[str], retry_after_s: int)
     """The answer to ``err``, with its status from :data:`ERROR_STATUS` (500 for others).
 
     Unknown robot: 404 listing the ``available`` ones; any other input error: 422 in FastAPI's format
-    (``loc`` from :class:`FieldError`); 503: ``Retry-After: retry_after_s``; the others: ``{"detail": message}``.
+    (``loc`` from :class:`FieldError`; at most :data:`MAX_REPORTED_ERRORS` of an :class:`InvalidBody`, with
+    ``error_count``); 503: ``Retry-After: retry_after_s``; the others: ``{"detail": message}``.
     """
     status = next((status for kind, status in ERROR_STATUS if isinstance(err, kind)), 500)
     if isinstance(err, RobotNotFound):
         return JSONResponse({"detail": f"unknown robot {err.name!r}", "available": sorted(available)}, status)
+    if isinstance(err, InvalidBody):
+        return _unprocessable([{**e, "loc": ["body", *e["loc"]]} for e in err.errors], err.count)
     if status == 422:
         loc = err.loc if isinstance(err, FieldError) else ("body",)
-        return JSONResponse({"detail": [{"type": "value_error", "loc": list(loc), "msg": str(err)}]}, status)
+        return _unprocessable([{"type": "value_error", "loc": list(loc), "msg": str(err)}], 1)
     headers = {"Retry-After": str(retry_after_s)} if status == 503 else None
     return JSONResponse({"detail": str(err)}, status, headers=headers)
 
@@ -54,16 +67,12 @@ async def _handle(request: Request, err: Exception) -> JSONResponse:
 
 
 async def _validation_error(request: Request, err: Exception) -> JSONResponse:
-    """FastAPI's 422, with NaN and infinite inputs echoed as strings (JSON has no such numbers)."""
+    """FastAPI's own 422 (path and query parameters), in the same capped form, without the input."""
     errors = err.errors() if isinstance(err, RequestValidationError) else []
-    return JSONResponse({"detail": _json_safe(jsonable_encoder(errors))}, status_code=422)
+    brief = [{"type": e["type"], "loc": list(e["loc"]), "msg": e["msg"]} for e in errors[:MAX_REPORTED_ERRORS]]
+    return _unprocessable(brief, len(errors))
 
 
-def _json_safe(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
+def _unprocessable(errors: list[dict[str, Any]], count: int) -> JSONResponse:
+    """A 422 listing ``errors`` (FastAPI's format) and how many there were in all."""
+    return JSONResponse({"detail": jsonable_encoder(errors), "error_count": count}, status_code=422)

@@ -1,14 +1,17 @@
 """Every exception of the server: bad input is an :class:`ik_layer.IKLayerError` (a ``ValueError``), overload is not.
 
 :mod:`ik_layer.server.errors` maps them to HTTP answers: :class:`FieldError` to 422, :class:`TooManyRows` to 413,
+:class:`InvalidBody` to 422, :class:`TooMuchWork` to 413, :class:`UnsupportedMediaType` to 415,
 :class:`ServiceUnavailable` to 503.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from ik_layer import IKLayerError
 
-__all__ = ["FieldError", "ServiceUnavailable", "TooManyRows"]
+__all__ = ["FieldError", "InvalidBody", "ServiceUnavailable", "TooManyRows", "TooMuchWork", "UnsupportedMediaType"]
 
 
 class FieldError(IKLayerError):
@@ -19,8 +22,26 @@ class FieldError(IKLayerError):
         self.loc = loc
 
 
+class InvalidBody(IKLayerError):
+    """A request body that is not valid JSON for its model (422): the first ``errors`` of ``count``, pydantic's."""
+
+    def __init__(self, errors: list[Any], count: int) -> None:
+        first = errors[0]["msg"] if errors else "invalid body"
+        super().__init__(f"{count} validation error(s); first: {first}")
+        self.errors = errors
+        self.count = count
+
+
 class TooManyRows(IKLayerError):
     """A request holds more targets or configurations than the server takes in one request (413)."""
+
+
+class TooMuchWork(IKLayerError):
+    """A request whose worst-case work (rows x seeds x iterations) could never be queued on this server (413)."""
+
+
+class UnsupportedMediaType(IKLayerError):
+    """A request body that is not declared as JSON (415)."""
 
 
 class ServiceUnavailable(Exception):

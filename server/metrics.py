@@ -6,8 +6,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
-_ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-_TIME_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_TIME_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -18,11 +17,12 @@ class Metrics:
         requests: requests answered, by endpoint (route template), method and status.
         errors: requests answered with a 4xx or 5xx status, by endpoint and status.
         request_seconds: wall time per request [s], by endpoint.
-        batch_rows: rows (targets) per solver call, by robot.
-        batch_requests: requests coalesced into one solver call, by robot.
-        queue_depth: requests waiting for the solver, by robot.
-        solve_seconds: wall time of one batched solver call [s], by robot.
-        rejected: requests refused because the queue was full, by robot.
+        rows_in_flight: rows handed to the engine and not yet retired, by robot.
+        rows_admitted: rows handed to the engine, by robot.
+        rows_retired: rows retired, by robot and status (solved, exhausted, deadline, cancelled).
+        block_seconds: wall time of one engine step (one block of LM iterations) [s], by robot.
+        queue_wait_seconds: time from a request's arrival to its first rows reaching the engine [s], by robot.
+        rejected: requests refused with 503 because the line was full, by robot.
     """
 
     def __init__(self) -> None:
@@ -35,21 +35,22 @@ class Metrics:
         self.request_seconds = Histogram(
             "ik_layer_request_seconds", "Request wall time [s]", ["endpoint"], buckets=_TIME_BUCKETS, registry=reg
         )
-        self.batch_rows = Histogram(
-            "ik_layer_batch_rows", "Rows per batched solver call", ["robot"], buckets=_ROW_BUCKETS, registry=reg
+        self.rows_in_flight = Gauge("ik_layer_rows_in_flight", "Rows in the engine", ["robot"], registry=reg)
+        self.rows_admitted = Counter("ik_layer_rows_admitted", "Rows handed to the engine", ["robot"], registry=reg)
+        self.rows_retired = Counter(
+            "ik_layer_rows_retired", "Rows retired, by status", ["robot", "status"], registry=reg
         )
-        self.batch_requests = Histogram(
-            "ik_layer_batch_requests", "Requests per batched solver call", ["robot"], buckets=_ROW_BUCKETS, registry=reg
+        self.block_seconds = Histogram(
+            "ik_layer_block_seconds", "Engine step wall time [s]", ["robot"], buckets=_TIME_BUCKETS, registry=reg
         )
-        self.queue_depth = Gauge("ik_layer_queue_depth", "Requests waiting for the solver", ["robot"], registry=reg)
-        self.solve_seconds = Histogram(
-            "ik_layer_solve_seconds",
-            "Batched solver call wall time [s]",
+        self.queue_wait_seconds = Histogram(
+            "ik_layer_queue_wait_seconds",
+            "Arrival to first rows in the engine [s]",
             ["robot"],
             buckets=_TIME_BUCKETS,
             registry=reg,
         )
-        self.rejected = Counter("ik_layer_rejected", "Requests refused with 503 (queue full)", ["robot"], registry=reg)
+        self.rejected = Counter("ik_layer_rejected", "Requests refused with 503 (line full)", ["robot"], registry=reg)
 
     def render(self) -> bytes:
         """The registry in Prometheus' text exposition format."""

@@ -1,7 +1,8 @@
-"""Pure ASGI middleware: request metrics, and refusing oversized bodies before anything parses them."""
+"""Pure ASGI middleware: request metrics, and refusing oversized or slow bodies before anything parses them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -46,15 +47,18 @@ class MetricsMiddleware:
 
 
 class BodyLimitMiddleware:
-    """Reads each request body up to ``max_bytes`` and answers 413 past it, before the app sees a byte.
+    """Reads each request body up to ``max_bytes`` within ``read_timeout`` seconds, before the app sees a byte.
 
-    A ``Content-Length`` over the limit is refused without reading; chunked
-    bodies are counted as they arrive. The body read is replayed to the app.
+    A ``Content-Length`` over the limit is refused (413) without reading; chunked
+    bodies are counted as they arrive. A body still incomplete after
+    ``read_timeout`` is refused with 408 and the connection closed. The body
+    read is replayed to the app.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout = read_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,8 +75,13 @@ class BodyLimitMiddleware:
         chunks: list[bytes] = []
         size = 0
         more = True
+        deadline = time.monotonic() + self.read_timeout
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0))
+            except asyncio.TimeoutError:  # the builtin TimeoutError only from Python 3.11
+                await _refuse(send, 408, f"the request body did not arrive within {self.read_timeout:g} s")
+                return
             if message["type"] != "http.request":  # client gone: let the app see the disconnect
                 await self.app(scope, _replay([message], receive), send)
                 return
@@ -105,7 +114,7 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
 async def _refuse(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 413:
+    if status in (408, 413):
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,4 +1,9 @@
-"""Stage 2, predict: jobs -> one batched solver call (IK), or configurations -> poses (FK); tensors in, tensors out."""
+"""Stage 2, predict: an IK job -> parts on the robot's engine -> one prediction; FK of configurations.
+
+A job is solved in parts (consecutive rows) so that the worker can share the engine's slots between requests
+(see :mod:`ik_layer.server.worker`); :func:`assemble` joins the parts' answers in row order and adds the
+gradients of the rows that asked for them.
+"""
 
 from __future__ import annotations
 
@@ -10,60 +15,63 @@ from torch import Tensor
 
 import ik_layer
 from ik_layer import IKResult, NonFiniteError, Robot
+from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
+from ik_layer.solver import Problem
 
-__all__ = ["Prediction", "fk_poses", "predict"]
+__all__ = ["Prediction", "assemble", "fk_poses", "prepare", "submit_part"]
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """Solutions of some rows on the CPU, and dq/d(target twist) of the rows that asked for it.
+    """The answer to one job, on the CPU.
 
     Attributes:
-        result: the solutions, one row per target.
-        asked: (n,) bool, the rows that asked for their gradient.
-        gradient: (number of rows asked, dof, 6) the gradients of the rows that asked, in row order.
+        result: one solution per target.
+        status: why each row stopped: ``solved``, ``exhausted`` (budget spent), ``deadline`` or ``cancelled``.
+        gradient: (n, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None.
     """
 
     result: IKResult
-    asked: Tensor
-    gradient: Tensor
+    status: list[str]
+    gradient: Tensor | None
 
 
-def predict(robot: Robot, jobs: Sequence[IKJob], generator: torch.Generator | None = None) -> Prediction:
-    """Solve the rows of ``jobs`` (equal solver options) in one :func:`ik_layer.solve` call.
+def prepare(robot: Robot, job: IKJob) -> Problem:
+    """The checked problem of ``job`` on the robot's device (the library's own checks)."""
+    device = robot.device
+    warm_start = None if job.warm_start is None else job.warm_start.to(device)
+    return Problem.prepare(robot, job.targets.to(device), job.options, warm_start, None, None, None, {})
 
-    When some jobs have warm starts, jobs without get random ones in the joint limits (what the solver
-    would draw for them anyway). Gradients are computed for the rows of the jobs that asked only.
 
-    Args:
-        robot: the robot of every job.
-        jobs: the jobs, rows concatenated in this order.
-        generator: random generator on the robot's device (reproducible results); default: torch's.
+def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:
+    """Queue the targets ``rows`` of ``problem`` on ``engine``: warm starts if given, else random ones from ``seed``."""
+    robot = engine.robot
+    target = problem.target[rows]
+    if problem.warm_start is not None:
+        start = robot.wrap(problem.warm_start[rows])
+    else:
+        start = robot.random_q((target.shape[0],), generator=torch.Generator(robot.device).manual_seed(seed))
+    return engine.submit(target, start, problem.options, weights=problem.weights[rows], seed=seed, deadline=deadline)
+
+
+def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
+    """The prediction of ``job`` from its finished ``parts`` (rows in order).
 
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
-        ValueError: the jobs have different solver options.
     """
-    options = jobs[0].options
-    if any(job.options != options for job in jobs):
-        raise ValueError("predict takes jobs with equal solver options only")
-    device = robot.device
-    targets = torch.cat([job.targets for job in jobs]).to(device)
-    warm_start = None
-    if any(job.warm_start is not None for job in jobs):
-        parts = [robot.random_q((job.rows,), generator) if job.warm_start is None else job.warm_start for job in jobs]
-        warm_start = torch.cat([part.to(device) for part in parts])
-    result = ik_layer.solve(robot, targets, options, warm_start=warm_start, generator=generator)
+    results = [part.result() for part in parts]
+    result = IKResult(**{f.name: torch.cat([getattr(r, f.name) for r in results]).cpu() for f in fields(IKResult)})
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
-    asked = torch.cat([torch.full((job.rows,), job.gradient, dtype=torch.bool) for job in jobs])
-    gradient = result.q.new_zeros(0, robot.dof, 6)
-    if bool(asked.any()):
-        gradient = ik_layer.target_gradient(robot, result.q[asked.to(device)])
+    status = [ROW_STATUS[code] for part in parts for code in part.status.tolist()]
+    gradient = None
+    if job.gradient:
+        gradient = ik_layer.target_gradient(robot, result.q.to(robot.device)).cpu()
+        gradient[~result.success] = 0  # as the library's ik(): no gradient through a failed solve
         _check_finite("gradients", gradient)
-    cpu = IKResult(**{f.name: getattr(result, f.name).cpu() for f in fields(IKResult)})
-    return Prediction(result=cpu, asked=asked, gradient=gradient.cpu())
+    return Prediction(result=result, status=status, gradient=gradient)
 
 
 def fk_poses(robot: Robot, q: Tensor) -> Tensor:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
 from ik_layer.server.app import create_app
+from ik_layer.server.protocol import header_timeout_protocol
 from ik_layer.server.settings import parse_settings
+from ik_layer.server.state import ServerState
 
 __all__ = ["serve"]
 
@@ -31,5 +34,32 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print("python -m ik_layer.server: invalid settings\n" + "\n".join(lines), file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:%(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        http=header_timeout_protocol(settings.read_timeout),
+        limit_concurrency=settings.max_connections,
+        timeout_graceful_shutdown=settings.shutdown_grace,
+    )
+    _GracefulServer(config, app.state.ik).run()
     return 0
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn's server that, on the first SIGTERM or SIGINT, tells the app to answer everything within the grace.
+
+    uvicorn then waits up to ``shutdown_grace`` for the requests in flight; the app retires their rows earlier
+    (:meth:`ServerState.begin_shutdown`), so that each is answered rather than cut.
+    """
+
+    def __init__(self, config: uvicorn.Config, state: ServerState) -> None:
+        super().__init__(config)
+        self._state = state
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            self._state.begin_shutdown()
+        super().handle_exit(sig, frame)

@@ -1,7 +1,8 @@
 """Request and response bodies of the HTTP API (pydantic v2); units: metres, radians, quaternions (x, y, z, w).
 
-Every request model forbids unknown fields and rejects NaN, infinities and
-absurd magnitudes, so nothing non-finite ever reaches the solver. The solver
+Every request model is strict (numbers must be JSON numbers, booleans JSON
+booleans), forbids unknown fields and rejects NaN, infinities and absurd
+magnitudes, so nothing non-finite ever reaches the solver. The solver
 options of :class:`IKRequest` come from :data:`ik_layer.OPTION_SPECS` (see
 :mod:`ik_layer.server.options`). Checks that need the robot (the number of
 joints) live in :mod:`ik_layer.server.decode`.
@@ -42,7 +43,7 @@ _EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Pose(_Request):
@@ -107,6 +108,11 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
     )
 
     return_gradient: StrictBool = Field(False, description="also return dq/d(target twist), dof x 6, per solution")
+    timeout: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] | None = Field(
+        None,
+        description="time limit [s] from arrival (default: the server's); unfinished rows then come back with "
+        "their best configuration, success false and status 'deadline'",
+    )
 
 
 class IKSolution(BaseModel):
@@ -117,9 +123,13 @@ class IKSolution(BaseModel):
     position_error: float = Field(description="[m]")
     orientation_error: float = Field(description="[rad]")
     iterations: int
+    status: str = Field(
+        description="why the row stopped: 'solved', 'exhausted' (iteration budget spent), 'deadline' or 'cancelled'"
+    )
     gradient: list[list[float]] | None = Field(
         None,
-        description="dof x 6 Jacobian dq/d(target twist [dp; dw]), world-aligned left perturbation; only if asked",
+        description="dof x 6 Jacobian dq/d(target twist [dp; dw]), world-aligned left perturbation; only if asked "
+        "(zero on rows that failed)",
     )
 
 
@@ -176,10 +186,13 @@ class ErrorResponse(BaseModel):
 
     detail: str | list[dict[str, object]]
     available: list[str] | None = Field(None, description="loaded robots, for unknown-robot errors")
+    error_count: int | None = Field(None, description="422: validation errors in all (detail lists the first few)")
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     404: {"model": ErrorResponse, "description": "unknown robot; `available` lists the loaded ones"},
-    413: {"model": ErrorResponse, "description": "too many targets, or body over the size limit"},
+    413: {"model": ErrorResponse, "description": "too many targets, too much work, or body over the size limit"},
+    415: {"model": ErrorResponse, "description": "the body is not declared as application/json"},
+    422: {"model": ErrorResponse, "description": "invalid body: the first few errors and their count"},
     503: {"model": ErrorResponse, "description": "queue full, starting or stopping; see Retry-After"},
 }

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, CliApp, NoDecode, SettingsConfigDict
 
 from ik_layer import OPTION_SPECS, SolveOptions
@@ -47,10 +47,23 @@ class Settings(_SolveDefaults):
         default_factory=builtin_robots, min_length=1, description="built-in names or URDF paths with ':ee_frame'"
     )
     max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
-    max_batch: int = Field(256, ge=1, description="most rows in one micro-batched solve")
-    max_wait_ms: float = Field(2.0, ge=0, le=10_000, description="how long a micro-batch waits to fill [ms]")
-    queue_limit: int = Field(1024, ge=1, description="requests waiting per robot before 503")
+    max_slots: int = Field(
+        4096, ge=256, le=1 << 16, description="solver slots per robot (seeds in flight at once, all requests)"
+    )
+    block_iterations: int = Field(
+        8, ge=1, le=256, description="LM iterations per engine step; requests join and leave between steps"
+    )
+    max_requests_in_flight: int = Field(256, ge=1, description="requests solving at once per robot (1: unbatched)")
+    queue_limit: int = Field(1024, ge=1, description="requests waiting or solving per robot before 503")
+    max_queued_work: int = Field(
+        1 << 31, ge=1, description="row-iterations (rows x seeds x max_iterations) waiting or solving per robot"
+    )
+    timeout: float = Field(1.0, gt=0, le=600, description="default time limit of an IK request [s]")
+    max_timeout: float = Field(10.0, gt=0, le=600, description="largest time limit a request may ask for [s]")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body [bytes]")
+    read_timeout: float = Field(10.0, gt=0, le=600, description="time to receive a request's headers and body [s]")
+    max_connections: int = Field(1024, ge=1, description="open connections before new ones get 503")
+    shutdown_grace: float = Field(10.0, ge=0, le=600, description="on SIGTERM, longest wait for requests in flight [s]")
     torch_threads: int = Field(
         1, ge=0, description="torch intra-op threads while serving (0: torch's default); IK tensors are small"
     )
@@ -66,6 +79,12 @@ class Settings(_SolveDefaults):
         if isinstance(value, list):
             return [part.strip() for item in value for part in str(item).split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _timeouts_in_order(self) -> Settings:
+        if self.timeout > self.max_timeout:
+            raise ValueError(f"timeout ({self.timeout} s) must not exceed max_timeout ({self.max_timeout} s)")
+        return self
 
     @field_validator("device")
     @classmethod

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from ik_layer import Robot, RobotNotFound
-from ik_layer.server.batch import MicroBatcher
-from ik_layer.server.decode import IKJob
 from ik_layer.server.exceptions import ServiceUnavailable
 from ik_layer.server.metrics import Metrics
-from ik_layer.server.schemas import IKSolution
 from ik_layer.server.settings import Settings
+from ik_layer.server.worker import EngineWorker
 
 __all__ = ["Loaded", "ServerState", "get_loaded", "get_state"]
 
-IKBatcher = MicroBatcher[IKJob, Sequence[IKSolution]]
+_GRACE_USED = 0.8  # of the shutdown grace, for solving; the rest for answering
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """A robot ready to serve: the model and its micro-batcher."""
+    """A robot ready to serve: the model and the worker running its solver engine."""
 
     robot: Robot
-    batcher: IKBatcher
+    worker: EngineWorker
 
 
 @dataclass
@@ -37,6 +35,13 @@ class ServerState:
     device: str
     robots: dict[str, Loaded] = field(default_factory=dict)
     ready: bool = False
+
+    def begin_shutdown(self) -> None:
+        """Stop being ready and admitting IK requests; those in flight retire within most of the shutdown grace."""
+        self.ready = False
+        deadline = time.monotonic() + _GRACE_USED * self.settings.shutdown_grace
+        for loaded in self.robots.values():
+            loaded.worker.close(deadline)
 
 
 def get_state(request: Request) -> ServerState:

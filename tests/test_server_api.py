@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from ik_layer.server import Settings, create_app
 
 pytestmark = pytest.mark.anyio
 
-FAST = {"robots": ["planar3", "ur5e"], "max_iterations": 60, "max_wait_ms": 1.0}
+FAST = {"robots": ["planar3", "ur5e"], "max_iterations": 60}
 
 
 @pytest.fixture(scope="module")
@@ -176,75 +177,140 @@ async def test_fk_matches_pinocchio(api: tuple[FastAPI, httpx.AsyncClient], pin_
     np.testing.assert_allclose(got, want, atol=1e-9)
 
 
-# --------------------------------------------------------------------------- micro-batching
+# --------------------------------------------------------------------------- continuous batching and limits
+
+UNREACHABLE = {"position": [5.0, 0.0, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}
 
 
-async def test_concurrent_requests_share_one_batch_and_get_their_own_rows() -> None:
-    async with serving(robots=["planar3"], max_wait_ms=300.0, max_batch=64) as (app, client):
+def hostile(n: int, timeout: float) -> dict[str, Any]:
+    """``n`` unreachable targets with the largest budgets."""
+    return {"targets": [UNREACHABLE] * n, "num_seeds": 64, "max_iterations": 10_000, "timeout": timeout}
+
+
+def slow_steps(app: FastAPI, name: str, seconds: float) -> None:
+    """Make every engine step of robot ``name`` take ``seconds`` more, as on a slow machine: work outlives deadlines."""
+    engine = app.state.ik.robots[name].worker.engine
+    step = engine.step
+
+    def slow_step() -> None:
+        time.sleep(seconds)
+        step()
+
+    engine.step = slow_step
+
+
+async def test_concurrent_requests_share_the_engine_and_get_their_own_rows() -> None:
+    async with serving(robots=["planar3"]) as (app, client):
         robot = robot_of(app, "planar3")
         requests = [reachable(robot, n, seed=n)[1] for n in (1, 2, 3)]
-        before = sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"})
-        responses = await asyncio.gather(*(client.post("/v1/robots/planar3/ik", json={"targets": t}) for t in requests))
-        assert sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"}) - before == 1
-        assert sample(app, "ik_layer_batch_requests_sum", {"robot": "planar3"}) == 3
-        assert sample(app, "ik_layer_batch_rows_sum", {"robot": "planar3"}) == 6
-        for targets, response in zip(requests, responses, strict=False):
+        options = [{}, {"max_iterations": 40}, {"num_seeds": 2}]  # different options share the engine
+        responses = await asyncio.gather(
+            *(
+                client.post("/v1/robots/planar3/ik", json={"targets": t, **o})
+                for t, o in zip(requests, options, strict=True)
+            )
+        )
+        assert sample(app, "ik_layer_rows_admitted_total", {"robot": "planar3"}) == 6
+        assert sample(app, "ik_layer_rows_retired_total", {"robot": "planar3", "status": "solved"}) == 6
+        assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
+        for targets, response in zip(requests, responses, strict=True):
             solutions = response.json()["solutions"]
-            assert len(solutions) == len(targets)
+            assert len(solutions) == len(targets) and {s["status"] for s in solutions} == {"solved"}
             q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
             torch.testing.assert_close(
                 robot.fk(q)[:, :3, 3], pose_to_matrix(pose_tensor(targets))[:, :3, 3], atol=2e-4, rtol=0
             )
-        text = (await client.get("/metrics")).text
-        assert 'ik_layer_batch_rows_sum{robot="planar3"} 6.0' in text
 
 
-async def test_a_full_batch_goes_without_waiting_for_the_deadline() -> None:
-    async with serving(robots=["planar3"], max_wait_ms=10_000.0, max_batch=2) as (app, client):
-        _, targets = reachable(robot_of(app, "planar3"), 2)
-        calls = (client.post("/v1/robots/planar3/ik", json={"targets": [t]}) for t in targets)
-        responses = await asyncio.wait_for(asyncio.gather(*calls), timeout=5)
-        assert [r.status_code for r in responses] == [200, 200]
-        assert sample(app, "ik_layer_batch_rows_bucket", {"robot": "planar3", "le": "2.0"}) == 1
-
-
-async def test_requests_with_different_options_are_solved_apart() -> None:
-    async with serving(robots=["planar3"], max_wait_ms=200.0) as (app, client):
-        _, targets = reachable(robot_of(app, "planar3"), 2)
-        responses = await asyncio.gather(
-            client.post("/v1/robots/planar3/ik", json={"targets": targets[:1], "max_iterations": 30}),
-            client.post("/v1/robots/planar3/ik", json={"targets": targets[1:], "max_iterations": 40}),
-        )
-        assert [r.status_code for r in responses] == [200, 200]
-        assert sample(app, "ik_layer_batch_rows_count", {"robot": "planar3"}) == 2
-
-
-async def test_overload_answers_503_with_retry_after() -> None:
-    async with serving(robots=["planar3"], max_wait_ms=300.0, queue_limit=2, retry_after_s=3) as (app, client):
+async def test_a_short_request_is_answered_while_a_long_one_runs() -> None:
+    async with serving(robots=["planar3"]) as (app, client):
+        slow_steps(app, "planar3", 0.1)
         _, targets = reachable(robot_of(app, "planar3"), 1)
-        responses = await asyncio.gather(
-            *(client.post("/v1/robots/planar3/ik", json={"targets": targets}) for _ in range(6))
+        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(64, timeout=5.0)))
+        await asyncio.sleep(0.2)
+        short = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
+        assert short.status_code == 200 and short.json()["solutions"][0]["success"] is True
+        assert not long.done()
+        solutions = (await long).json()["solutions"]
+        assert {s["status"] for s in solutions} <= {"deadline", "exhausted"} and not any(
+            s["success"] for s in solutions
         )
+
+
+async def test_two_robots_do_not_block_each_other() -> None:
+    async with serving() as (app, client):
+        slow_steps(app, "planar3", 0.2)
+        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(8, timeout=5.0)))
+        await asyncio.sleep(0.2)
+        _, targets = reachable(robot_of(app, "ur5e"), 1)
+        response = await client.post("/v1/robots/ur5e/ik", json={"targets": targets})
+        assert response.status_code == 200 and response.json()["solutions"][0]["success"] is True
+        assert not long.done()
+        assert (await long).status_code == 200
+
+
+async def test_the_deadline_answers_a_maximal_request_in_time_with_the_best_found() -> None:
+    async with serving(robots=["ur5e"], max_targets=1024) as (app, client):
+        slow_steps(app, "ur5e", 0.2)  # the give-up takes several steps: well past the deadline
+        started = asyncio.get_running_loop().time()
+        response = await client.post("/v1/robots/ur5e/ik", json=hostile(1024, timeout=0.5))
+        elapsed = asyncio.get_running_loop().time() - started
+        assert response.status_code == 200 and 0.5 <= elapsed < 5.0  # generous: the machine is shared
+        solutions = response.json()["solutions"]
+        assert {s["status"] for s in solutions} == {"deadline"} and not any(s["success"] for s in solutions)
+        robot = robot_of(app, "ur5e")
+        q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+        assert bool(((q >= robot.lower - 1e-9) & (q <= robot.upper + 1e-9)).all())
+        reach = robot.fk(q)[:, :3, 3].norm(dim=-1)  # the best found: errors are those of the answered q
+        errors = torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64)
+        torch.testing.assert_close(errors, (robot.fk(q)[:, :3, 3] - torch.tensor([5.0, 0, 0])).norm(dim=-1))
+        assert float(reach.max()) < 1.2  # within the arm's reach, pulled towards the target
+        assert sample(app, "ik_layer_rows_retired_total", {"robot": "ur5e", "status": "deadline"}) == 1024
+
+
+async def test_a_request_that_could_never_fit_is_413_and_a_full_line_is_503() -> None:
+    async with serving(robots=["planar3"], max_queued_work=10**6, retry_after_s=3) as (app, client):
+        slow_steps(app, "planar3", 0.2)  # the first is still in line when the others come
+        too_big = await client.post("/v1/robots/planar3/ik", json=hostile(2, timeout=1.0))
+        assert too_big.status_code == 413 and "row-iterations" in too_big.json()["detail"]
+        body = {"targets": [UNREACHABLE] * 8, "num_seeds": 64, "max_iterations": 1000, "timeout": 1.0}  # 512k
+        responses = await asyncio.gather(*(client.post("/v1/robots/planar3/ik", json=body) for _ in range(3)))
         codes = sorted(r.status_code for r in responses)
-        assert codes == [200, 200, 503, 503, 503, 503]
+        assert codes == [200, 503, 503]
         refused = next(r for r in responses if r.status_code == 503)
         assert refused.headers["Retry-After"] == "3" and "retry later" in refused.json()["detail"]
-        assert sample(app, "ik_layer_rejected_total", {"robot": "planar3"}) == 4
-        again = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
-        assert again.status_code == 200
-
-
-async def test_a_client_that_leaves_does_not_break_the_batch() -> None:
-    async with serving(robots=["planar3"], max_wait_ms=300.0) as (app, client):
-        _, targets = reachable(robot_of(app, "planar3"), 2)
-        leaving = asyncio.create_task(client.post("/v1/robots/planar3/ik", json={"targets": targets[:1]}))
-        staying = asyncio.create_task(client.post("/v1/robots/planar3/ik", json={"targets": targets[1:]}))
-        await asyncio.sleep(0.05)
-        leaving.cancel()
-        response = await staying
-        assert response.status_code == 200 and len(response.json()["solutions"]) == 1
-        assert sample(app, "ik_layer_batch_rows_sum", {"robot": "planar3"}) == 1
+        assert sample(app, "ik_layer_rejected_total", {"robot": "planar3"}) == 2
+        _, targets = reachable(robot_of(app, "planar3"), 1)
         assert (await client.post("/v1/robots/planar3/ik", json={"targets": targets})).status_code == 200
+
+
+async def test_a_client_that_leaves_cancels_its_rows_and_others_are_served() -> None:
+    async with serving(robots=["planar3"]) as (app, client):
+        slow_steps(app, "planar3", 0.1)
+        _, targets = reachable(robot_of(app, "planar3"), 1)
+        leaving = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(16, timeout=10.0)))
+        await asyncio.sleep(0.3)
+        leaving.cancel()
+        started = asyncio.get_running_loop().time()
+        response = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
+        assert response.status_code == 200 and asyncio.get_running_loop().time() - started < 5.0
+        for _ in range(200):  # the cancelled rows retire at the next block
+            if sample(app, "ik_layer_rows_retired_total", {"robot": "planar3", "status": "cancelled"}) == 16:
+                break
+            await asyncio.sleep(0.05)
+        assert sample(app, "ik_layer_rows_retired_total", {"robot": "planar3", "status": "cancelled"}) == 16
+        assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
+
+
+async def test_failed_rows_get_zero_gradients_as_in_the_library(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    _, targets = reachable(robot_of(app, "planar3"), 1)
+    body = {"targets": [*targets, UNREACHABLE], "return_gradient": True, "max_iterations": 20}
+    solutions = (await client.post("/v1/robots/planar3/ik", json=body)).json()["solutions"]
+    assert [s["success"] for s in solutions] == [True, False]
+    assert [s["status"] for s in solutions] == ["solved", "exhausted"]
+    assert any(x != 0 for row in solutions[0]["gradient"] for x in row)
+    assert all(x == 0 for row in solutions[1]["gradient"] for x in row)
 
 
 # --------------------------------------------------------------------------- errors: 4xx naming the field, never 500
@@ -270,7 +336,10 @@ BAD_IK = [
     ("3-part quaternion", {"targets": [{"position": [0, 0, 0], "orientation": [0, 0, 1]}]}, "orientation"),
     ("missing orientation", {"targets": [{"position": [0, 0, 0]}]}, "orientation"),
     ("extra target field", {"targets": [{**GOOD_TARGET, "frame": "base"}]}, "frame"),
-    ("extra field", ik_body(timeout=3), "timeout"),
+    ("extra field", ik_body(frame_id=3), "frame_id"),
+    ("timeout as text", ik_body(timeout="1"), "timeout"),
+    ("zero timeout", ik_body(timeout=0), "timeout"),
+    ("timeout over the server's max_timeout", ik_body(timeout=11.0), "timeout"),
     ("warm_start of the wrong length", ik_body(warm_start=[[0.0, 0.0]]), "warm_start"),
     ("warm_start of the wrong count", ik_body(warm_start=[[0.0, 0.0, 0.0]] * 2), "warm_start"),
     ("warm_start with NaN", ik_body(warm_start=[["NaN", 0.0, 0.0]]), "warm_start"),
@@ -316,6 +385,28 @@ BAD_RAW = [
 async def test_bad_raw_bodies_are_4xx(client: httpx.AsyncClient, case: str, raw: bytes, status: int) -> None:
     response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == status, response.text
+
+
+async def test_bodies_not_declared_as_json_are_415(client: httpx.AsyncClient) -> None:
+    raw = json.dumps(ik_body()).encode()
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": content_type})
+        assert response.status_code == 415 and "application/json" in response.json()["detail"]
+    for content_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": content_type})
+        assert response.status_code == 200, response.text
+
+
+async def test_422_lists_the_first_errors_and_never_echoes_the_input(client: httpx.AsyncClient) -> None:
+    marker = "z" * 150  # 300 of them: over INLINE_BYTES, decoded off the event loop
+    bad_target = {"position": [marker, 0, 0], "orientation": [0, 0, 0, 1]}
+    body = {"targets": [bad_target] * 8, **{f"unknown{i}": marker for i in range(300)}}
+    raw = json.dumps(body).encode()
+    response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    answer = response.json()
+    assert answer["error_count"] == 308 and len(answer["detail"]) == 10
+    assert marker not in response.text and len(response.content) < 4096
 
 
 async def test_unknown_robot_is_404_listing_the_loaded_ones(client: httpx.AsyncClient) -> None:
@@ -376,4 +467,4 @@ async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(
     text = (await client.get("/metrics")).text
     assert 'ik_layer_errors_total{endpoint="/v1/robots/{name}/ik",status="422"}' in text
     assert 'endpoint="/health"' not in text and 'endpoint="/metrics"' not in text
-    assert "ik_layer_queue_depth" in text and "ik_layer_solve_seconds_bucket" in text
+    assert "ik_layer_rows_in_flight" in text and "ik_layer_block_seconds_bucket" in text

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import torch
 
 import ik_layer
 from ik_layer import IKResult
-from ik_layer.server.encode import poses, robot_info, solutions
+from ik_layer.server.encode import ik_response, poses, robot_info, solutions
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, RobotInfo
 
 
-def test_solutions_carry_every_row_and_the_gradients_asked_for() -> None:
+def test_solutions_carry_every_row_its_status_and_the_gradient_if_asked() -> None:
     result = IKResult(
         q=torch.tensor([[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]], dtype=torch.float64),
         success=torch.tensor([True, False, True]),
@@ -21,17 +22,24 @@ def test_solutions_carry_every_row_and_the_gradients_asked_for() -> None:
         orientation_error=torch.tensor([2e-4, 1.0, 0.0], dtype=torch.float64),
         iterations=torch.tensor([3, 40, 0]),
     )
-    gradient = torch.arange(24, dtype=torch.float64).reshape(2, 2, 6)
-    asked = torch.tensor([True, False, True])
-    out = solutions(Prediction(result=result, asked=asked, gradient=gradient))
+    status = ["solved", "exhausted", "solved"]
+    out = solutions(Prediction(result=result, status=status, gradient=None))
     assert [s.q for s in out] == [[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]]
     assert [s.success for s in out] == [True, False, True]
     assert [s.position_error for s in out] == [1e-5, 0.5, 0.0]
     assert [s.orientation_error for s in out] == [2e-4, 1.0, 0.0]
     assert [s.iterations for s in out] == [3, 40, 0]
-    assert [s.gradient for s in out] == [gradient[0].tolist(), None, gradient[1].tolist()]
-    body = IKResponse(robot="r", solutions=out).model_dump(exclude_none=True)
-    assert ["gradient" in s for s in body["solutions"]] == [True, False, True]
+    assert [s.status for s in out] == status
+    assert json.loads(ik_response("r", Prediction(result, status, None))) == {
+        "robot": "r",
+        "solutions": [
+            IKResponse(robot="r", solutions=out).model_dump(exclude_none=True)["solutions"][i] for i in (0, 1, 2)
+        ],
+    }
+    assert all("gradient" not in s for s in json.loads(ik_response("r", Prediction(result, status, None)))["solutions"])
+    gradient = torch.arange(36, dtype=torch.float64).reshape(3, 2, 6)
+    body = json.loads(ik_response("r", Prediction(result, status, gradient)))
+    assert [s["gradient"] for s in body["solutions"]] == gradient.tolist()
 
 
 def test_poses_split_position_and_quaternion() -> None:

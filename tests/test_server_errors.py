@@ -8,7 +8,14 @@ import pytest
 
 from ik_layer import IKLayerError, NonFiniteError, RobotNotFound
 from ik_layer.server.errors import ERROR_STATUS, error_response
-from ik_layer.server.exceptions import FieldError, ServiceUnavailable, TooManyRows
+from ik_layer.server.exceptions import (
+    FieldError,
+    InvalidBody,
+    ServiceUnavailable,
+    TooManyRows,
+    TooMuchWork,
+    UnsupportedMediaType,
+)
 
 AVAILABLE = {"ur5e": object(), "planar3": object()}
 
@@ -17,12 +24,38 @@ CASES = [
     (
         FieldError(("body", "warm_start", 1), "warm_start[1] has 2 values"),
         422,
-        {"detail": [{"type": "value_error", "loc": ["body", "warm_start", 1], "msg": "warm_start[1] has 2 values"}]},
+        {
+            "detail": [{"type": "value_error", "loc": ["body", "warm_start", 1], "msg": "warm_start[1] has 2 values"}],
+            "error_count": 1,
+        },
     ),
     (
         NonFiniteError("the solver produced non-finite solutions"),
         422,
-        {"detail": [{"type": "value_error", "loc": ["body"], "msg": "the solver produced non-finite solutions"}]},
+        {
+            "detail": [{"type": "value_error", "loc": ["body"], "msg": "the solver produced non-finite solutions"}],
+            "error_count": 1,
+        },
+    ),
+    (
+        InvalidBody([{"type": "int_type", "loc": ("max_iterations",), "msg": "Input should be a valid integer"}], 7),
+        422,
+        {
+            "detail": [
+                {"type": "int_type", "loc": ["body", "max_iterations"], "msg": "Input should be a valid integer"}
+            ],
+            "error_count": 7,
+        },
+    ),
+    (
+        TooMuchWork("this request may cost 1,000 row-iterations"),
+        413,
+        {"detail": "this request may cost 1,000 row-iterations"},
+    ),
+    (
+        UnsupportedMediaType("the body must be JSON"),
+        415,
+        {"detail": "the body must be JSON"},
     ),
     (TooManyRows("targets has 9 entries"), 413, {"detail": "targets has 9 entries"}),
     (ServiceUnavailable("robot 'ur5e' has 4 requests waiting"), 503, {"detail": "robot 'ur5e' has 4 requests waiting"}),

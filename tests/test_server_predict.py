@@ -1,7 +1,8 @@
-"""Stages predict and unbatch: one solver call for a batch of jobs equals a direct ik_layer.solve, split per job."""
+"""Stage predict: a job solved in parts on an engine, assembled in row order; gradients; FK poses."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 
 import pytest
@@ -9,10 +10,10 @@ import torch
 
 import ik_layer
 from ik_layer import IKResult, NonFiniteError, SolveOptions
+from ik_layer.engine import Engine
 from ik_layer.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
-from ik_layer.server.predict import Prediction, fk_poses, predict
-from ik_layer.server.unbatch import unbatch
+from ik_layer.server.predict import assemble, fk_poses, prepare, submit_part
 
 OPTIONS = SolveOptions(num_seeds=2, max_iterations=40)
 
@@ -28,78 +29,62 @@ def poses(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor, torch
     return q, matrix_to_pose(robot.fk(q))
 
 
-def assert_result_equal(got: IKResult, want: IKResult) -> None:
-    for f in fields(IKResult):
-        torch.testing.assert_close(getattr(got, f.name), getattr(want, f.name), rtol=0, atol=0)
-
-
-def test_predict_then_unbatch_is_a_direct_solve_split_per_job(ur5e: ik_layer.Robot) -> None:
-    q_a, targets_a = poses(ur5e, 2, seed=1)
-    _, targets_b = poses(ur5e, 3, seed=2)
-    warm_a = q_a + 0.01
-    jobs = [
-        IKJob(targets=targets_a, warm_start=warm_a, options=OPTIONS, gradient=True),
-        IKJob(targets=targets_b, warm_start=None, options=OPTIONS, gradient=False),
+def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline: float) -> list:
+    """Submit ``job`` as parts ending at ``cuts`` on a fresh engine and run it until all parts are done."""
+    engine = Engine(robot, capacity=64, block=8)
+    problem = prepare(robot, job)
+    edges = [0, *cuts]
+    parts = [
+        submit_part(engine, problem, slice(a, b), seed, deadline)
+        for seed, (a, b) in enumerate(zip(edges, cuts, strict=False))
     ]
-    prediction = predict(ur5e, jobs, generator=torch.Generator().manual_seed(5))
-
-    generator = torch.Generator().manual_seed(5)  # the same draws: random warm starts for job b, then the seeds
-    warm = torch.cat([warm_a, ur5e.random_q((3,), generator)])
-    direct = ik_layer.solve(ur5e, torch.cat([targets_a, targets_b]), OPTIONS, warm_start=warm, generator=generator)
-    assert_result_equal(prediction.result, direct)
-    assert prediction.asked.tolist() == [True, True, False, False, False]
-    torch.testing.assert_close(prediction.gradient, ik_layer.target_gradient(ur5e, direct.q[:2]), rtol=0, atol=0)
-
-    a, b = unbatch(prediction, jobs)
-    assert_result_equal(a.result, IKResult(**{f.name: getattr(direct, f.name)[:2] for f in fields(IKResult)}))
-    assert_result_equal(b.result, IKResult(**{f.name: getattr(direct, f.name)[2:] for f in fields(IKResult)}))
-    assert a.asked.tolist() == [True, True] and b.asked.tolist() == [False, False, False]
-    torch.testing.assert_close(a.gradient, prediction.gradient, rtol=0, atol=0)
-    assert b.gradient.shape == (0, ur5e.dof, 6)
-    assert bool(a.result.success.all())  # warm started next to the answer
+    engine.run()
+    return parts
 
 
-def test_without_warm_starts_or_gradients_the_solver_draws_everything(ur5e: ik_layer.Robot) -> None:
-    _, targets = poses(ur5e, 4, seed=3)
-    jobs = [IKJob(targets[:1], None, OPTIONS, False), IKJob(targets[1:], None, OPTIONS, False)]
-    prediction = predict(ur5e, jobs, generator=torch.Generator().manual_seed(9))
-    direct = ik_layer.solve(ur5e, targets, OPTIONS, generator=torch.Generator().manual_seed(9))
-    assert_result_equal(prediction.result, direct)
-    assert prediction.gradient.shape == (0, ur5e.dof, 6) and not bool(prediction.asked.any())
-    assert [part.result.q.shape[0] for part in unbatch(prediction, jobs)] == [1, 3]
+def test_parts_assemble_in_row_order_and_equal_a_direct_solve(ur5e: ik_layer.Robot) -> None:
+    q, targets = poses(ur5e, 5, seed=1)
+    warm = q + 0.01  # next to the answer: every row solves from its warm start, as ik_layer.solve does
+    job = IKJob(targets, warm, OPTIONS, gradient=True, timeout=10.0)
+    prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2, 5], time.monotonic() + 60))
+    direct = ik_layer.solve(ur5e, targets, OPTIONS, warm_start=warm)
+    for f in fields(IKResult):
+        torch.testing.assert_close(getattr(prediction.result, f.name), getattr(direct, f.name), rtol=0, atol=1e-12)
+    assert prediction.status == ["solved"] * 5 and bool(prediction.result.success.all())
+    torch.testing.assert_close(prediction.gradient, ik_layer.target_gradient(ur5e, direct.q), rtol=0, atol=1e-12)
 
 
-def test_unbatch_gives_each_job_its_own_gradient_block() -> None:
-    jobs = [IKJob(torch.zeros(n, 7), None, OPTIONS, asked) for n, asked in ((1, True), (2, False), (2, True))]
-    result = IKResult(
-        q=torch.arange(5.0)[:, None],
-        success=torch.tensor([True, False, True, False, True]),
-        position_error=torch.arange(5.0) / 10,
-        orientation_error=torch.arange(5.0) / 100,
-        iterations=torch.arange(5),
-    )
-    gradient = torch.arange(3.0)[:, None, None].expand(3, 1, 6)
-    asked = torch.tensor([True, False, False, True, True])
-    parts = unbatch(Prediction(result=result, asked=asked, gradient=gradient), jobs)
-    assert [p.result.q.squeeze(-1).tolist() for p in parts] == [[0.0], [1.0, 2.0], [3.0, 4.0]]
-    assert [p.result.iterations.tolist() for p in parts] == [[0], [1, 2], [3, 4]]
-    assert [p.gradient[:, 0, 0].tolist() for p in parts] == [[0.0], [], [1.0, 2.0]]
+def test_failed_rows_get_zero_gradient_and_their_status(ur5e: ik_layer.Robot) -> None:
+    _, targets = poses(ur5e, 2, seed=2)
+    targets[1, 0] += 5.0  # 5 m further out: unreachable
+    job = IKJob(targets, None, OPTIONS, gradient=True, timeout=10.0)
+    prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2], time.monotonic() + 60))
+    assert prediction.result.success.tolist() == [True, False]
+    assert prediction.status == ["solved", "exhausted"]
+    assert prediction.result.iterations[1] == OPTIONS.max_iterations
+    torch.testing.assert_close(prediction.gradient[0], ik_layer.target_gradient(ur5e, prediction.result.q[0]))
+    assert bool((prediction.gradient[1] == 0).all())
 
 
-def test_jobs_of_different_options_are_refused(ur5e: ik_layer.Robot) -> None:
-    _, targets = poses(ur5e, 2, seed=4)
-    jobs = [IKJob(targets[:1], None, OPTIONS, False), IKJob(targets[1:], None, OPTIONS.replace(num_seeds=3), False)]
-    with pytest.raises(ValueError, match="equal solver options"):
-        predict(ur5e, jobs)
+def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Robot) -> None:
+    _, targets = poses(ur5e, 3, seed=3)
+    job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
+    prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [3], time.monotonic() - 1))
+    assert prediction.status == ["deadline"] * 3 and not bool(prediction.result.success.any())
+    assert prediction.gradient is None
+    # the reported errors are those of the configurations returned
+    reached = ur5e.fk(prediction.result.q)[:, :3, 3]
+    want = ik_layer.lie.pose_to_matrix(targets)[:, :3, 3]
+    torch.testing.assert_close(prediction.result.position_error, (reached - want).norm(dim=-1))
 
 
-def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot) -> None:
     _, targets = poses(ur5e, 1, seed=6)
-    solved = ik_layer.solve(ur5e, targets, OPTIONS)
-    broken = IKResult(**{**{f.name: getattr(solved, f.name) for f in fields(IKResult)}, "q": solved.q * torch.nan})
-    monkeypatch.setattr(ik_layer, "solve", lambda *args, **kwargs: broken)
+    job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
+    (part,) = solve_in_parts(ur5e, job, [1], time.monotonic() + 60)
+    part.q *= torch.nan
     with pytest.raises(NonFiniteError, match="non-finite solutions"):
-        predict(ur5e, [IKJob(targets, None, OPTIONS, False)])
+        assemble(ur5e, job, [part])
 
 
 def test_fk_poses_are_the_robot_fk(ur5e: ik_layer.Robot) -> None:

@@ -27,10 +27,11 @@ def test_defaults_serve_the_builtin_robots_on_loopback(monkeypatch: pytest.Monke
 def test_environment_with_prefix_and_flags_over_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IK_LAYER_PORT", "9001")
     monkeypatch.setenv("IK_LAYER_ROBOTS", "ur5e, planar3")
-    monkeypatch.setenv("IK_LAYER_MAX_WAIT_MS", "5")
+    monkeypatch.setenv("IK_LAYER_TIMEOUT", "0.5")
     assert parse_settings([]).robots == ["ur5e", "planar3"]
-    settings = parse_settings(["--port", "9002", "--max-batch", "1", "--dtype", "float32", "--robots", "panda"])
-    assert (settings.port, settings.max_batch, settings.max_wait_ms) == (9002, 1, 5.0)
+    flags = ["--port", "9002", "--max-requests-in-flight", "1", "--dtype", "float32", "--robots", "panda"]
+    settings = parse_settings(flags)
+    assert (settings.port, settings.max_requests_in_flight, settings.timeout) == (9002, 1, 0.5)
     assert settings.robots == ["panda"] and settings.torch_dtype() == torch.float32
 
 
@@ -38,9 +39,12 @@ def test_environment_with_prefix_and_flags_over_it(monkeypatch: pytest.MonkeyPat
     "overrides",
     [
         {"port": 70000},
-        {"max_batch": 0},
+        {"max_requests_in_flight": 0},
         {"queue_limit": 0},
-        {"max_wait_ms": -1},
+        {"timeout": 0},
+        {"timeout": 20.0, "max_timeout": 10.0},
+        {"max_slots": 100},
+        {"read_timeout": -1},
         {"position_tolerance": 0},
         {"device": "tpu"},
         {"robots": []},

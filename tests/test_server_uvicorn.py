@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from collections import Counter
@@ -11,13 +12,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
+import ik_layer
+from ik_layer.lie import matrix_to_pose
 from ik_layer.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = [
-    "--robots",
-    "planar3",
     "--max-iterations",
     "30",
     "--num-seeds",
@@ -29,9 +31,9 @@ FLAGS = [
 ]
 
 
-def start_server(*flags: str, ready_within: float = 60) -> ServerProcess:
-    """Start ``python -m ik_layer.server`` with the test flags and wait for ``/health`` to say ok."""
-    return ServerProcess.start([*FLAGS, *flags], ready_within=ready_within, cwd=ROOT)
+def start_server(*flags: str, robot: str = "planar3", ready_within: float = 60) -> ServerProcess:
+    """Start ``python -m ik_layer.server`` for ``robot`` with the test flags; wait for ``/health`` to say ok."""
+    return ServerProcess.start(["--robots", robot, *FLAGS, *flags], ready_within=ready_within, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -80,19 +82,51 @@ def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
     assert not [code for code in statuses if code >= 500], statuses
 
 
-def test_clean_shutdown_finishes_requests_in_flight() -> None:
-    """SIGTERM while a request waits for its batch: it is answered, then the lifespan shuts down."""
-    running = start_server("--max-wait-ms", "500")
+def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() -> None:
+    """SIGTERM while seconds of work are in flight: every request is answered (rows past the shortened deadline
+    retire with status ``deadline``), then the server exits, all within the shutdown grace."""
+    running = start_server("--shutdown-grace", "2", "--max-targets", "1024", robot="ur5e")
+    robot = ik_layer.load_robot("ur5e")
+    poses = matrix_to_pose(robot.fk(robot.random_q((1024,), generator=torch.Generator().manual_seed(0))))
+    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}  # every row runs to its give-up
+    body = {"targets": [{"position": p[:3], "orientation": p[3:]} for p in poses.tolist()], **never_within}
     client = httpx.Client(base_url=running.url, timeout=30)
-    body = {"targets": [{"position": [0.6, 0.4, 0.0], "orientation": [0, 0, 0.2, 0.98]}]}
-    answers: list[int] = []
-    thread = threading.Thread(
-        target=lambda: answers.append(client.post("/v1/robots/planar3/ik", json=body).status_code)
-    )
-    thread.start()
-    time.sleep(0.2)  # the request is waiting for its micro-batch
+    answers: list[httpx.Response] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(client.post("/v1/robots/ur5e/ik", json=body)))
+        for _ in range(8)  # about 1 s of solving each on one core
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # all of them are in line or solving
+    started = time.monotonic()
     code, output = running.stop(signal.SIGTERM)
-    thread.join(timeout=20)
+    took = time.monotonic() - started
+    for thread in threads:
+        thread.join(timeout=20)
     assert code in (0, -signal.SIGTERM), output  # uvicorn re-raises SIGTERM after a graceful shutdown
-    assert answers == [200]
+    assert took < 2 + 5, output  # the grace period, and a margin for a shared machine
+    assert [a.status_code for a in answers] == [200] * 8
+    statuses = {s["status"] for a in answers for s in a.json()["solutions"]}
+    assert "deadline" in statuses and statuses <= {"deadline", "exhausted"}
     assert "Application shutdown complete" in output and "Traceback" not in output
+
+
+def test_slow_clients_are_dropped() -> None:
+    """Headers that never complete: the connection is closed; a body that stalls: 408, connection closed."""
+    running = start_server("--read-timeout", "0.5")
+    try:
+        host, port = running.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as slow_headers:
+            slow_headers.sendall(b"POST /v1/robots/planar3/ik HTTP/1.1\r\nHost: x\r\n")
+            assert slow_headers.recv(1024) == b""  # closed by the server after the read timeout
+        with socket.create_connection((host, int(port)), timeout=10) as slow_body:
+            head = b"POST /v1/robots/planar3/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            slow_body.sendall(head + b"Content-Length: 100\r\n\r\n{")
+            answer = b""
+            while chunk := slow_body.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in answer
+        assert httpx.get(f"{running.url}/health").status_code == 200
+    finally:
+        running.stop()

@@ -1,29 +1,73 @@
-"""``POST /v1/robots/{name}/ik``: batched inverse kinematics, micro-batched across concurrent requests."""
+"""``POST /v1/robots/{name}/ik``: inverse kinematics on the robot's engine, shared by concurrent requests."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Response
 
-from ik_layer.server.decode import ik_job
+from ik_layer.server.body import openapi_body, read_json
+from ik_layer.server.decode import IKJob, ik_job, parse
 from ik_layer.server.schemas import ERROR_RESPONSES, IKRequest, IKResponse
 from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
+from ik_layer.server.worker import EngineWorker, Ticket
 
-__all__ = ["router"]
+__all__ = ["CLIENT_GONE", "router"]
 
 router = APIRouter(prefix="/v1", tags=["kinematics"])
 
+CLIENT_GONE = 499
+"""Status recorded (never received) for a request whose client disconnected before its answer."""
+
 
 @router.post(
-    "/robots/{name}/ik", response_model=IKResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
+    "/robots/{name}/ik",
+    response_model=IKResponse,
+    response_model_exclude_none=True,
+    responses=ERROR_RESPONSES,
+    openapi_extra=openapi_body(IKRequest),
 )
 async def solve_ik(
-    body: IKRequest,
+    request: Request,
     loaded: Annotated[Loaded, Depends(get_loaded)],
     state: Annotated[ServerState, Depends(get_state)],
-) -> IKResponse:
-    """Joint configurations reaching each target; unreachable targets come back with ``success: false``."""
-    job = ik_job(loaded.robot, body, state.settings)
-    solutions = await loaded.batcher.submit(job, job.rows, job.options)
-    return IKResponse(robot=loaded.robot.name, solutions=list(solutions))
+) -> Response:
+    """Joint configurations reaching each target; unreachable targets come back with ``success: false``.
+
+    Each request has a time limit (``timeout``, default the server's); rows unfinished at it come back with
+    their best configuration so far and ``status: "deadline"``. A request whose client disconnects stops.
+    """
+    arrived = time.monotonic()
+    decode = partial(_decode_job, loaded, state)
+    job = await read_json(request, decode)
+    ticket = loaded.worker.submit(job, deadline=arrived + job.timeout)
+    body = await _answer_unless_gone(ticket, request, loaded.worker)
+    if body is None:
+        return Response(status_code=CLIENT_GONE)
+    return Response(body, media_type="application/json")
+
+
+def _decode_job(loaded: Loaded, state: ServerState, body: bytes) -> IKJob:
+    return ik_job(loaded.robot, parse(IKRequest, body), state.settings)
+
+
+async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWorker) -> bytes | None:
+    """The ticket's answer, or None (its work cancelled) if the client disconnects or the route is cancelled first."""
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({ticket.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return ticket.future.result() if ticket.future in done else None
+    finally:
+        gone.cancel()
+        if not ticket.future.done():
+            worker.cancel(ticket)
+            ticket.future.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,297 @@
+"""Continuous batching: one robot's solver engine, stepping in a thread of its own, shared by every request.
+
+An :class:`EngineWorker` owns the robot's :class:`~ik_layer.engine.Engine`. Routes :meth:`~EngineWorker.submit`
+a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread loops:
+hand the rows of waiting requests to the engine, run one block of iterations, answer every request whose
+rows have all retired (predict -> encode: its JSON body, built off the event loop). No request waits for
+another's tail, and requests with different options share the engine.
+
+Bounds, so that no request can cost without limit:
+
+* a request is handed to the engine in parts; a part of ``r`` rows claims ``r * num_seeds`` slots (its
+  worst case), one request never claims more than a quarter of the slots, so others always find room;
+* every request has a deadline: at it, its unfinished rows retire with their best configuration so far
+  (status ``deadline``); rows never started retire without running;
+* what may wait or solve per robot is bounded in requests (``queue_limit``) and in work
+  (rows x seeds x iterations, ``max_work``); a request over ``max_work`` alone is refused (413),
+  one that does not fit now gets 503;
+* a cancelled request (its client left) retires at the next block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ik_layer import IKLayerError, Robot
+from ik_layer.engine import ROW_STATUS, Engine, Request
+from ik_layer.server import encode
+from ik_layer.server.decode import IKJob
+from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
+from ik_layer.server.metrics import Metrics
+from ik_layer.server.predict import assemble, prepare, submit_part
+from ik_layer.solver import Problem
+
+__all__ = ["EngineWorker", "Ticket"]
+
+_SHARE = 4  # one request claims at most 1/_SHARE of the slots
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One IK request inside a worker.
+
+    Attributes:
+        job: the decoded request; deadline: ``time.monotonic()`` time limit; work: rows x seeds x iterations.
+        future: resolved on the event loop with the JSON answer or the exception to answer with.
+        parts: its requests on the engine, in row order; cancelled: its client left.
+    """
+
+    job: IKJob
+    deadline: float
+    work: int
+    future: asyncio.Future[bytes] = field(repr=False)
+    arrived: float = field(default_factory=time.monotonic)
+    parts: list[Request] = field(default_factory=list)
+    cancelled: bool = False
+    # Worker thread only:
+    problem: Problem | None = None
+    error: Exception | None = None
+    submitted: int = 0  # rows handed to the engine
+    running: list[tuple[Request, int]] = field(default_factory=list)  # unfinished parts and their slot claims
+
+    @property
+    def claimed(self) -> int:
+        """Slots the unfinished parts may hold at most."""
+        return sum(claim for _, claim in self.running)
+
+
+class EngineWorker:
+    """The solver of one robot for the service: an engine stepping in a dedicated thread while work exists.
+
+    Args:
+        name: the robot's name (metrics label).
+        robot: the robot.
+        metrics: the app's metrics.
+        slots: the engine's slots (seeds in flight, all requests together).
+        block: LM iterations per engine step (requests join and leave between steps).
+        max_requests: requests solving at once (1: one request at a time, unbatched).
+        queue_limit: requests waiting or solving before new ones get 503.
+        max_work: row-iterations waiting or solving before new ones get 503 (413 for one that alone exceeds it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        robot: Robot,
+        metrics: Metrics,
+        *,
+        slots: int,
+        block: int,
+        max_requests: int,
+        queue_limit: int,
+        max_work: int,
+    ) -> None:
+        self.name = name
+        self.engine = Engine(robot, capacity=slots, block=block)
+        self.max_requests = max_requests
+        self.queue_limit = queue_limit
+        self.max_work = max_work
+        self._metrics = metrics
+        self._cond = threading.Condition()
+        self._tickets: list[Ticket] = []  # accepted, not yet answered, in arrival order (guarded by _cond)
+        self._work = 0  # of _tickets
+        self._closed = False  # admits nothing more
+        self._stopping = False  # cancels everything
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._seeds = itertools.count(1)
+
+    # ------------------------------------------------------------------------- event loop side
+
+    def start(self) -> None:
+        """Start the worker thread (call inside the running event loop, which receives the answers)."""
+        if self._thread is not None:
+            raise RuntimeError(f"worker {self.name!r} is already running")
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name=f"ik-engine-{self.name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: IKJob, deadline: float) -> Ticket:
+        """Accept ``job`` with a ``time.monotonic()`` deadline; await ``ticket.future`` for the JSON answer.
+
+        Raises:
+            TooMuchWork: the job alone exceeds ``max_work``.
+            ServiceUnavailable: not running, or the waiting line is full (in requests or in work).
+        """
+        options = job.options
+        work = job.rows * options.num_seeds * max(options.max_iterations, 1)
+        if work > self.max_work:
+            raise TooMuchWork(
+                f"this request may cost {work:,} row-iterations (targets x num_seeds x max_iterations); "
+                f"this server takes at most {self.max_work:,}: lower num_seeds or max_iterations, or split it"
+            )
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if self._thread is None or self._closed or self._stopping:
+                raise ServiceUnavailable(f"robot {self.name!r} is not serving (starting or shutting down)")
+            if len(self._tickets) >= self.queue_limit or self._work + work > self.max_work:
+                self._metrics.rejected.labels(self.name).inc()
+                raise ServiceUnavailable(f"robot {self.name!r} has {len(self._tickets)} requests in line; retry later")
+            ticket = Ticket(job, deadline, work, loop.create_future())
+            self._tickets.append(ticket)
+            self._work += work
+            self._cond.notify()
+        return ticket
+
+    def cancel(self, ticket: Ticket) -> None:
+        """Stop ``ticket`` (its client left): its rows retire at the next block, rows not started never run."""
+        with self._cond:
+            if ticket.cancelled:
+                return
+            ticket.cancelled = True
+            for part in ticket.parts:
+                self.engine.cancel(part)
+            self._cond.notify()
+
+    def close(self, deadline: float) -> None:
+        """Admit nothing more (503) and retire every request in flight by ``deadline`` (``time.monotonic()``)."""
+        with self._cond:
+            self._closed = True
+            for ticket in self._tickets:
+                ticket.deadline = min(ticket.deadline, deadline)
+                for part in ticket.parts:
+                    part.deadline = min(part.deadline if part.deadline is not None else deadline, deadline)
+            self._cond.notify()
+
+    async def stop(self) -> None:
+        """Stop admitting, cancel what is left (answered with 503) and wait for the worker thread to end."""
+        with self._cond:
+            self._stopping = True
+            for ticket in self._tickets:
+                ticket.cancelled = True
+                for part in ticket.parts:
+                    self.engine.cancel(part)
+            self._cond.notify()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    # ------------------------------------------------------------------------- worker thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._tickets or self._stopping):
+                    self._cond.wait()
+                if self._stopping and not self._tickets:
+                    return
+                tickets = list(self._tickets)
+            self._hand_over(tickets)
+            if self.engine.busy:
+                start = time.perf_counter()
+                self.engine.step()
+                self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
+            self._answer_finished(tickets)
+
+    def _hand_over(self, tickets: list[Ticket]) -> None:
+        """Give the engine parts of the waiting requests, oldest first, within the slots' claims."""
+        capacity = self.engine.slots.capacity
+        free = capacity - sum(t.claimed for t in tickets)
+        solving = sum(1 for t in tickets if t.submitted)
+        now = time.monotonic()
+        for ticket in tickets:
+            left = ticket.job.rows - ticket.submitted
+            if left == 0 or ticket.cancelled or ticket.error is not None:
+                continue
+            if ticket.submitted == 0:
+                if solving >= self.max_requests:
+                    continue
+                if not self._prepare(ticket):
+                    continue
+                solving += 1
+                self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
+            seeds = ticket.job.options.num_seeds
+            if now >= ticket.deadline:
+                rows, claim = left, 0  # expired before starting: retired at the next step without running
+            else:
+                rows = min(left, min(capacity // _SHARE - ticket.claimed, free) // seeds)
+                claim = rows * seeds
+            if rows <= 0:
+                continue
+            free -= claim
+            self._submit(ticket, rows, claim)
+
+    def _prepare(self, ticket: Ticket) -> bool:
+        """Check the ticket's problem once (the library's checks); False (and its error kept) if invalid."""
+        try:
+            ticket.problem = prepare(self.engine.robot, ticket.job)
+        except IKLayerError as err:
+            ticket.error = err
+            return False
+        return True
+
+    def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
+        assert ticket.problem is not None
+        span = slice(ticket.submitted, ticket.submitted + rows)
+        part = submit_part(self.engine, ticket.problem, span, next(self._seeds), ticket.deadline)
+        ticket.submitted += rows
+        ticket.running.append((part, claim))
+        self._metrics.rows_admitted.labels(self.name).inc(rows)
+        self._metrics.rows_in_flight.labels(self.name).inc(rows)
+        with self._cond:
+            ticket.parts.append(part)
+            if ticket.cancelled:
+                self.engine.cancel(part)
+
+    def _answer_finished(self, tickets: list[Ticket]) -> None:
+        """Release the claims of finished parts; answer every ticket with nothing left to run."""
+        for ticket in tickets:
+            for part, _ in [entry for entry in ticket.running if entry[0].done.is_set()]:
+                self._count_retired(part)
+            ticket.running = [entry for entry in ticket.running if not entry[0].done.is_set()]
+            if ticket.running:
+                continue
+            stopped = ticket.cancelled or ticket.error is not None
+            if ticket.submitted < ticket.job.rows and not stopped:
+                continue
+            self._settle(ticket, self._outcome(ticket))
+            with self._cond:
+                self._tickets.remove(ticket)
+                self._work -= ticket.work
+
+    def _count_retired(self, part: Request) -> None:
+        self._metrics.rows_in_flight.labels(self.name).dec(part.rows)
+        for code, count in zip(*part.status.unique(return_counts=True), strict=True):
+            self._metrics.rows_retired.labels(self.name, ROW_STATUS[int(code)]).inc(int(count))
+
+    def _outcome(self, ticket: Ticket) -> bytes | Exception:
+        """The answer of a ticket with nothing left to run."""
+        if ticket.error is not None:
+            return ticket.error
+        if self._stopping:
+            return ServiceUnavailable("the server is shutting down")
+        if ticket.submitted < ticket.job.rows:  # cancelled before all rows started: its client is gone anyway
+            return ServiceUnavailable("the request was cancelled")
+        try:
+            return encode.ik_response(self.engine.robot.name, assemble(self.engine.robot, ticket.job, ticket.parts))
+        except IKLayerError as err:
+            return err
+
+    def _settle(self, ticket: Ticket, outcome: bytes | Exception) -> None:
+        """Resolve the ticket's future on its event loop (unless the loop is gone)."""
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
+            self._loop.call_soon_threadsafe(_resolve, ticket.future, outcome)
+
+
+def _resolve(future: asyncio.Future[bytes], outcome: bytes | Exception) -> None:
+    if future.done():  # the route stopped waiting (client gone)
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
