@@ -36,9 +36,9 @@ ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer FastAPI's validation errors and every exception class of :data:`ERROR_STATUS`."""
+    """Answer FastAPI's validation errors, every exception class of :data:`ERROR_STATUS`, and bugs (500 JSON)."""
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for kind, _ in ERROR_STATUS:
+    for kind in (*(kind for kind, _ in ERROR_STATUS), Exception):
         app.add_exception_handler(kind, _handle)
 
 

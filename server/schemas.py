@@ -101,6 +101,7 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
                     "position_tolerance": 1e-4,
                     "orientation_tolerance": 1e-3,
                     "max_iterations": 100,
+                    "timeout": 0.5,
                     "return_gradient": True,
                 },
             ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from ik_layer.solver import Problem
 __all__ = ["EngineWorker", "Ticket"]
 
 _SHARE = 4  # one request claims at most 1/_SHARE of the slots
+_log = logging.getLogger("server")
 
 
 @dataclass(eq=False)
@@ -190,12 +192,28 @@ class EngineWorker:
                 if self._stopping and not self._tickets:
                     return
                 tickets = list(self._tickets)
-            self._hand_over(tickets)
-            if self.engine.busy:
-                start = time.perf_counter()
-                self.engine.step()
-                self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
-            self._answer_finished(tickets)
+            try:
+                self._hand_over(tickets)
+                if self.engine.busy:
+                    start = time.perf_counter()
+                    self.engine.step()
+                    self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
+                self._answer_finished(tickets)
+            except Exception as err:  # a bug: answer what is in flight (500) and keep serving on a fresh engine
+                _log.exception("engine worker %r failed; failing %d requests", self.name, len(tickets))
+                self._fail(tickets, err)
+
+    def _fail(self, tickets: list[Ticket], err: Exception) -> None:
+        """Answer ``tickets`` with ``err`` and replace the engine, whose state is unknown."""
+        engine = self.engine
+        self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=engine.block)
+        for ticket in tickets:
+            self._forget_running(ticket)
+            self._settle(ticket, err)
+        with self._cond:
+            for ticket in tickets:
+                self._tickets.remove(ticket)
+                self._work -= ticket.work
 
     def _hand_over(self, tickets: list[Ticket]) -> None:
         """Give the engine parts of the waiting requests, oldest first, within the slots' claims."""
@@ -262,6 +280,11 @@ class EngineWorker:
             with self._cond:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
+
+    def _forget_running(self, ticket: Ticket) -> None:
+        """Take the rows of ``ticket``'s unfinished parts off the rows-in-flight gauge."""
+        self._metrics.rows_in_flight.labels(self.name).dec(sum(part.rows for part, _ in ticket.running))
+        ticket.running = []
 
     def _count_retired(self, part: Request) -> None:
         self._metrics.rows_in_flight.labels(self.name).dec(part.rows)

@@ -302,6 +302,26 @@ async def test_a_client_that_leaves_cancels_its_rows_and_others_are_served() -> 
         assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
 
 
+async def test_a_failing_engine_answers_500_once_and_the_robot_keeps_serving() -> None:
+    async with serving(robots=["planar3"]) as (app, client):
+        worker = app.state.ik.robots["planar3"].worker
+        broken = worker.engine
+
+        def fail() -> None:
+            raise RuntimeError("a bug in a step")
+
+        broken.step = fail
+        _, targets = reachable(robot_of(app, "planar3"), 2)
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # uvicorn only logs the traceback
+        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test") as plain:
+            response = await plain.post("/v1/robots/planar3/ik", json={"targets": targets})
+        assert response.status_code == 500 and response.json() == {"detail": "a bug in a step"}
+        assert worker.engine is not broken
+        again = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
+        assert again.status_code == 200 and all(s["success"] for s in again.json()["solutions"])
+        assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
+
+
 async def test_failed_rows_get_zero_gradients_as_in_the_library(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
     app, client = api
     _, targets = reachable(robot_of(app, "planar3"), 1)
