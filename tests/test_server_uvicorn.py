@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import threading
@@ -82,14 +83,19 @@ def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
     assert not [code for code in statuses if code >= 500], statuses
 
 
+def long_request() -> dict[str, object]:
+    """1024 reachable UR5e targets with tolerances no answer meets: every row runs until it gives up (~1 s in all)."""
+    robot = ik_layer.load_robot("ur5e")
+    poses = matrix_to_pose(robot.fk(robot.random_q((1024,), generator=torch.Generator().manual_seed(0))))
+    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}
+    return {"targets": [{"position": p[:3], "orientation": p[3:]} for p in poses.tolist()], **never_within}
+
+
 def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() -> None:
     """SIGTERM while seconds of work are in flight: every request is answered (rows past the shortened deadline
     retire with status ``deadline``), then the server exits, all within the shutdown grace."""
     running = start_server("--shutdown-grace", "2", "--max-targets", "1024", robot="ur5e")
-    robot = ik_layer.load_robot("ur5e")
-    poses = matrix_to_pose(robot.fk(robot.random_q((1024,), generator=torch.Generator().manual_seed(0))))
-    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}  # every row runs to its give-up
-    body = {"targets": [{"position": p[:3], "orientation": p[3:]} for p in poses.tolist()], **never_within}
+    body = long_request()
     client = httpx.Client(base_url=running.url, timeout=30)
     answers: list[httpx.Response] = []
     threads = [
@@ -112,21 +118,37 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
     assert "Application shutdown complete" in output and "Traceback" not in output
 
 
-def test_slow_clients_are_dropped() -> None:
-    """Headers that never complete: the connection is closed; a body that stalls: 408, connection closed."""
-    running = start_server("--read-timeout", "0.5")
+def test_slow_clients_are_dropped_and_a_client_that_leaves_cancels_its_rows() -> None:
+    """Headers that never complete: the connection is closed; a body that stalls: 408, connection closed.
+    A client that disconnects while its request solves: its rows retire as cancelled."""
+    running = start_server("--read-timeout", "0.5", "--max-targets", "1024", robot="ur5e")
     try:
         host, port = running.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=10) as slow_headers:
-            slow_headers.sendall(b"POST /v1/robots/planar3/ik HTTP/1.1\r\nHost: x\r\n")
+            slow_headers.sendall(b"POST /v1/robots/ur5e/ik HTTP/1.1\r\nHost: x\r\n")
             assert slow_headers.recv(1024) == b""  # closed by the server after the read timeout
         with socket.create_connection((host, int(port)), timeout=10) as slow_body:
-            head = b"POST /v1/robots/planar3/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            head = b"POST /v1/robots/ur5e/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             slow_body.sendall(head + b"Content-Length: 100\r\n\r\n{")
             answer = b""
             while chunk := slow_body.recv(4096):
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in answer
         assert httpx.get(f"{running.url}/health").status_code == 200
+
+        raw = json.dumps(long_request()).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as leaving:
+            head = b"POST /v1/robots/ur5e/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            leaving.sendall(head + b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
+            time.sleep(0.3)  # solving
+        cancelled = 'ik_layer_rows_retired_total{robot="ur5e",status="cancelled"}'
+        for _ in range(100):
+            metrics = httpx.get(f"{running.url}/metrics").text
+            if cancelled in metrics:
+                break
+            time.sleep(0.05)
+        count = float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith(cancelled)))
+        assert 0 < count <= 1024
+        assert 'ik_layer_rows_in_flight{robot="ur5e"} 0.0' in metrics
     finally:
         running.stop()
