@@ -62,7 +62,7 @@ def error_response(err: Exception, available: Iterable[str], retry_after_s: int)
 
 
 async def _handle(request: Request, err: Exception) -> JSONResponse:
-    state = get_state(request)
+    state = await get_state(request)
     return error_response(err, state.robots, state.settings.retry_after_s)
 
 

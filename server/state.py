@@ -44,16 +44,16 @@ class ServerState:
             loaded.worker.close(deadline)
 
 
-def get_state(request: Request) -> ServerState:
+async def get_state(request: Request) -> ServerState:
     """The app's :class:`ServerState`."""
     return request.app.state.ik
 
 
-def get_loaded(name: str, request: Request) -> Loaded:
+async def get_loaded(name: str, request: Request) -> Loaded:
     """The robot ``name`` of the path, or 404 listing the loaded robots (503 before the server is ready)."""
-    state = get_state(request)
+    state = await get_state(request)
     if not state.ready:
-        raise ServiceUnavailable("the server is starting; robots are not loaded yet")
+        raise ServiceUnavailable("the server is not ready (starting, or shutting down)")
     loaded = state.robots.get(name)
     if loaded is None:
         raise RobotNotFound(name, state.robots)

@@ -20,5 +20,5 @@ router = APIRouter(prefix="/v1", tags=["robots"])
 async def list_robots(state: Annotated[ServerState, Depends(get_state)]) -> RobotsResponse:
     """Each robot's name, dof, joint names, joint limits [rad or m] and end-effector frame."""
     if not state.ready:
-        raise ServiceUnavailable("the server is starting; robots are not loaded yet")
+        raise ServiceUnavailable("the server is not ready (starting, or shutting down)")
     return RobotsResponse(robots=[robot_info(loaded.robot) for loaded in state.robots.values()])
