@@ -1,4 +1,4 @@
-"""The ``ik-layer`` command line: list robots, run FK and batch IK on files, serve, benchmark.
+"""The ``ik-layer`` command line: list robots, run FK and batch IK on files, serve, benchmark, view.
 
 Every subcommand returns an exit code: 0 on success, 2 on bad input (a one-line
 message on stderr, no traceback), 130 when interrupted with Ctrl-C.
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with the ``robots``, ``fk``, ``solve``, ``serve`` and ``bench`` subcommands."""
+    """The argument parser with the ``robots``, ``fk``, ``solve``, ``serve``, ``bench`` and ``view`` subcommands."""
     parser = argparse.ArgumentParser(prog="ik-layer", description="Differentiable batched inverse kinematics.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -104,6 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="run bench/report.py from a source checkout (--quick, --out DIR, ...)", add_help=False
     )
     bench.set_defaults(run=run_bench)
+
+    view = sub.add_parser("view", help="interactive 3D viewer in the browser: drag the target, IK follows")
+    view.add_argument("robot", help=f"built-in robot ({', '.join(sorted(REGISTRY))}) or a URDF path")
+    view.add_argument("--urdf", type=Path, help="URDF whose visual meshes to draw (default: ROBOT's own file)")
+    view.add_argument("--package-dir", type=Path, action="append", default=[], help="folder of package:// meshes")
+    view.add_argument("--ee-frame", help="end-effector frame (default: the robot's)")
+    view.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1)")
+    view.add_argument("--port", type=int, default=8080, help="port of the page (default 8080)")
+    view.set_defaults(run=run_view)
     return parser
 
 
@@ -329,6 +338,32 @@ def run_bench(args: argparse.Namespace) -> int:
     python_path = os.pathsep.join(filter(None, (str(_SOURCE_ROOT), os.environ.get("PYTHONPATH"))))
     env = dict(os.environ, PYTHONPATH=python_path)
     return _run_child([sys.executable, str(report), *args.passed_on], cwd=_SOURCE_ROOT, env=env)
+
+
+def run_view(args: argparse.Namespace) -> int:
+    """Serve the viewer of ``args.robot`` until Ctrl-C (needs the ``view`` extra)."""
+    if importlib.util.find_spec("viser") is None:
+        raise CLIError("the viewer needs the view extra: pip install 'ik-layer[view]'")
+    from ik_layer.viewer import Viewer
+
+    viewer = Viewer(
+        args.robot,
+        urdf=args.urdf,
+        ee_frame=args.ee_frame,
+        host=args.host,
+        port=args.port,
+        package_dirs=args.package_dir,
+    )
+    for problem in viewer.problems:
+        print(f"ik-layer view: not drawn: {problem}", file=sys.stderr)
+    print(f"ik-layer view: {viewer.robot.name} at {viewer.url} (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        viewer.close()
 
 
 def _run_child(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:

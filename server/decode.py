@@ -97,7 +97,7 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
 
 def _check_rows(field: str, rows: int, limit: int) -> None:
     if rows > limit:
-        raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request")
+        raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
 
 
 def _configurations(robot: Robot, rows: list[list[float]], field: str) -> Tensor:

@@ -58,7 +58,8 @@ def error_response(err: Exception, available: Iterable[str], retry_after_s: int)
         loc = err.loc if isinstance(err, FieldError) else ("body",)
         return _unprocessable([{"type": "value_error", "loc": list(loc), "msg": str(err)}], 1)
     headers = {"Retry-After": str(retry_after_s)} if status == 503 else None
-    return JSONResponse({"detail": str(err)}, status, headers=headers)
+    limit = {"limit": err.limit} if isinstance(err, TooManyRows) else {}
+    return JSONResponse({"detail": str(err), **limit}, status, headers=headers)
 
 
 async def _handle(request: Request, err: Exception) -> JSONResponse:

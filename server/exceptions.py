@@ -33,7 +33,12 @@ class InvalidBody(IKLayerError):
 
 
 class TooManyRows(IKLayerError):
-    """A request holds more targets or configurations than the server takes in one request (413)."""
+    """A request holds more targets or configurations than the server takes in one request (413); ``limit``: how many
+    it takes."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class TooMuchWork(IKLayerError):

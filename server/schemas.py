@@ -188,6 +188,7 @@ class ErrorResponse(BaseModel):
     detail: str | list[dict[str, object]]
     available: list[str] | None = Field(None, description="loaded robots, for unknown-robot errors")
     error_count: int | None = Field(None, description="422: validation errors in all (detail lists the first few)")
+    limit: int | None = Field(None, description="413 for too many rows: the most this server takes per request")
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {

@@ -18,6 +18,8 @@ PUBLIC_MODULES = [
     "ik_layer.options",
     "ik_layer.robots",
     "ik_layer.testing",
+    "ik_layer.client",
+    "ik_layer.viewer",
 ]
 
 

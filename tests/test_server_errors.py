@@ -57,7 +57,7 @@ CASES = [
         415,
         {"detail": "the body must be JSON"},
     ),
-    (TooManyRows("targets has 9 entries"), 413, {"detail": "targets has 9 entries"}),
+    (TooManyRows("targets has 9 entries", 8), 413, {"detail": "targets has 9 entries", "limit": 8}),
     (ServiceUnavailable("robot 'ur5e' has 4 requests waiting"), 503, {"detail": "robot 'ur5e' has 4 requests waiting"}),
     (RuntimeError("a bug"), 500, {"detail": "a bug"}),
 ]

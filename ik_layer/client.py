@@ -1,0 +1,674 @@
+"""A Python client for the ik-layer HTTP service: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
+
+Both speak the same API with the same logic: every call is written once as a *flow*, a generator that
+yields :class:`_Call` (an HTTP request to send) or a float (seconds to sleep) and receives the answer;
+the two classes only differ in how they run a flow (``httpx.Client`` and ``time.sleep``, or
+``httpx.AsyncClient`` and ``asyncio.sleep``).
+
+The client takes targets in every form the library takes ((..., 4, 4) transforms or (..., 7) poses, any
+batch shape, tensors, arrays or nested lists), splits a batch larger than the server's ``--max-targets``
+into several requests (the limit is read from the server's 413 answer once, then remembered), retries
+503 answers as ``Retry-After`` says (a bounded number of times and seconds), and raises the library's
+exception classes for refused requests. Needs ``pip install 'ik-layer[client]'`` (httpx).
+
+Example::
+
+    from ik_layer.client import Client
+
+    with Client("http://127.0.0.1:8000") as client:
+        result = client.solve("ur5e", targets)  # (..., 7) or (..., 4, 4)
+        result.q, result.success, result.status
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import time
+import urllib.parse
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ik_layer.exceptions import IKLayerError, NonFiniteError, RobotNotFound, ShapeError
+from ik_layer.lie import as_transform, matrix_to_quaternion, pose_to_matrix
+from ik_layer.options import OPTION_SPECS, SolveOptions
+from ik_layer.solver import IKResult
+
+try:
+    import httpx
+except ImportError as err:  # pragma: no cover - depends on the install
+    raise ImportError("the client needs httpx: pip install 'ik-layer[client]'") from err
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "InvalidRequest",
+    "RemoteIKResult",
+    "RemoteRobotNotFound",
+    "RequestTooLarge",
+    "RetryPolicy",
+    "RobotInfo",
+    "ServiceError",
+    "ServiceUnavailable",
+]
+
+T = TypeVar("T")
+ArrayLike = Tensor | np.ndarray | Sequence[Any]
+
+_HTTP_MARGIN = 10.0  # [s] added to a solve's time limit for the HTTP read timeout
+
+
+# --- results ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RobotInfo:
+    """A robot the server solves for.
+
+    Attributes:
+        name: the robot's name in URLs.
+        dof: number of joint coordinates.
+        joint_names: the joints, in the order of ``q``.
+        lower, upper: (dof,) float64 joint limits [rad or m].
+        ee_frame: the end-effector frame the targets are for.
+    """
+
+    name: str
+    dof: int
+    joint_names: tuple[str, ...]
+    lower: Tensor
+    upper: Tensor
+    ee_frame: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteIKResult(IKResult):
+    """An :class:`ik_layer.IKResult` answered by the service, with what only the service reports.
+
+    Fields have the targets' batch shape ``(...)``; float64 / bool / int64 CPU tensors, or numpy arrays when
+    the call asked for ``numpy=True``.
+
+    Attributes:
+        status: (...) str array, why each row stopped: ``solved``, ``exhausted``, ``deadline`` or ``cancelled``.
+        gradient: (..., dof, 6) dq/d(target twist) when asked for (``gradient=True``), else None.
+    """
+
+    status: np.ndarray
+    gradient: Tensor | np.ndarray | None = None
+
+    def result(self) -> IKResult:
+        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations)."""
+        return IKResult(self.q, self.success, self.position_error, self.orientation_error, self.iterations)
+
+
+# --- errors ----------------------------------------------------------------------------------------------------
+
+
+class _Answered:
+    """What every error of a refused request carries: the HTTP ``status`` and the server's JSON ``body``."""
+
+    status: int
+    body: Any
+
+    def _answered(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+
+
+class RemoteRobotNotFound(RobotNotFound, _Answered):
+    """404: the server has no robot of that name; ``available`` lists the ones it has."""
+
+    def __init__(self, name: str, available: Sequence[str], status: int = 404, body: Any = None) -> None:
+        IKLayerError.__init__(self, f"the server has no robot {name!r}; available: {', '.join(available) or '(none)'}")
+        self.name = name
+        self.available = list(available)
+        self._answered(status, body)
+
+
+class InvalidRequest(IKLayerError, _Answered):
+    """422 (or another 4xx): the server refused the request's content; ``errors`` holds its validation errors."""
+
+    def __init__(self, message: str, status: int, body: Any, errors: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
+        self._answered(status, body)
+
+
+class RequestTooLarge(IKLayerError, _Answered):
+    """413: too many targets (``limit``: the server's ``--max-targets``), too much work or too large a body."""
+
+    def __init__(self, message: str, status: int, body: Any, limit: int | None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self._answered(status, body)
+
+
+class ServiceError(Exception, _Answered):
+    """The service failed (5xx) or answered what the client cannot read; not an input error."""
+
+    def __init__(self, message: str, status: int, body: Any = None) -> None:
+        super().__init__(message)
+        self._answered(status, body)
+
+
+class ServiceUnavailable(ServiceError):
+    """503 answers went on past the client's :class:`RetryPolicy`."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How 503 answers are retried.
+
+    Attributes:
+        retries: retries at most (0: none).
+        max_wait: seconds of waiting at most over all retries of one request; a ``Retry-After`` that would
+            overrun it gives up at once.
+        backoff: the wait without a ``Retry-After`` header: ``backoff * 2**attempt`` seconds.
+    """
+
+    retries: int = 3
+    max_wait: float = 30.0
+    backoff: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or not self.max_wait >= 0 or not self.backoff >= 0:
+            raise IKLayerError(f"RetryPolicy needs non-negative values, got {self}")
+
+
+# --- the shared core: calls, flows, parsing -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One HTTP request of a flow."""
+
+    method: str
+    path: str
+    json: Any = None
+    timeout: float | None = None  # HTTP timeout of this request [s]; None: the client's
+
+
+Flow = Generator["_Call | float", Any, T]
+"""A call written once: yields requests (answered with an ``httpx.Response``) and sleeps (seconds)."""
+
+
+@dataclass
+class _Core:
+    """Everything both clients share: configuration, the learned row limit, and one flow per operation."""
+
+    timeout: float
+    retry: RetryPolicy
+    max_targets: int | None = None
+    _robots: dict[str, RobotInfo] = field(default_factory=dict)
+
+    def health_flow(self) -> Flow[dict[str, Any]]:
+        return (yield from self._exchange(_Call("GET", "/health")))
+
+    def robots_flow(self) -> Flow[dict[str, RobotInfo]]:
+        body = yield from self._exchange(_Call("GET", "/v1/robots"))
+        try:
+            robots = {
+                r["name"]: RobotInfo(
+                    name=r["name"],
+                    dof=int(r["dof"]),
+                    joint_names=tuple(r["joint_names"]),
+                    lower=torch.tensor(r["lower"], dtype=torch.float64),
+                    upper=torch.tensor(r["upper"], dtype=torch.float64),
+                    ee_frame=r["ee_frame"],
+                )
+                for r in body["robots"]
+            }
+        except (KeyError, TypeError, ValueError) as err:
+            raise ServiceError(f"unreadable /v1/robots answer: {err!r}", 200, body) from None
+        self._robots = robots
+        return robots
+
+    def fk_flow(self, robot: str, q: ArrayLike, pose: bool) -> Flow[Tensor]:
+        q = _as_float64(q, "q")
+        if q.dim() == 0:
+            raise ShapeError("q must have shape (..., dof), got a scalar")
+        if not torch.isfinite(q).all():
+            raise NonFiniteError("q holds NaN or infinite values")
+        batch, dof = q.shape[:-1], q.shape[-1]
+        rows = q.reshape(-1, dof).tolist()
+        path = _robot_path(robot, "fk")
+        answers = yield from self._in_chunks(path, len(rows), lambda a, b: {"q": rows[a:b]}, "poses", self.timeout)
+        poses = torch.tensor([p["position"] + p["orientation"] for p in answers], dtype=torch.float64).reshape(
+            *batch, 7
+        )
+        return poses if pose else pose_to_matrix(poses)
+
+    def solve_flow(
+        self,
+        robot: str,
+        targets: ArrayLike,
+        options: SolveOptions | None,
+        warm_start: ArrayLike | None,
+        gradient: bool,
+        timeout: float | None,
+        numpy: bool,
+        option_changes: dict[str, Any],
+    ) -> Flow[RemoteIKResult]:
+        poses, batch = _target_poses(targets)
+        n = poses.shape[0]
+        starts = None if warm_start is None else _warm_start_rows(warm_start, n)
+        fields = _option_fields(options, option_changes)
+        if not isinstance(gradient, bool):
+            raise IKLayerError(f"gradient must be True or False, got {gradient!r}")
+        if timeout is not None:
+            if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+                raise IKLayerError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            fields["timeout"] = float(timeout)
+        if gradient:
+            fields["return_gradient"] = True
+        if n == 0:
+            dof = yield from self._dof(robot)
+            return _ik_result([], batch, dof, gradient, numpy)
+        pose_rows = poses.tolist()
+        start_rows = None if starts is None else starts.tolist()
+
+        def body(a: int, b: int) -> dict[str, Any]:
+            request: dict[str, Any] = {"targets": [{"position": p[:3], "orientation": p[3:]} for p in pose_rows[a:b]]}
+            if start_rows is not None:
+                request["warm_start"] = start_rows[a:b]
+            return {**request, **fields}
+
+        http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
+        solutions = yield from self._in_chunks(_robot_path(robot, "ik"), n, body, "solutions", http_timeout)
+        return _ik_result(solutions, batch, len(solutions[0]["q"]), gradient, numpy)
+
+    def _dof(self, robot: str) -> Flow[int]:
+        if robot not in self._robots:
+            yield from self.robots_flow()
+        if robot not in self._robots:
+            raise RemoteRobotNotFound(robot, sorted(self._robots))
+        return self._robots[robot].dof
+
+    def _in_chunks(
+        self, path: str, n: int, body: Callable[[int, int], dict[str, Any]], key: str, timeout: float
+    ) -> Flow[list[Any]]:
+        """POST rows ``[0, n)`` to ``path`` in as few requests as the server takes; the answers' ``key`` lists joined.
+
+        A 413 naming the server's row limit sets :attr:`max_targets` (kept for later calls); another 413
+        (body size, work) halves the rows per request, down to one row.
+        """
+        answers: list[Any] = []
+        start, size = 0, n
+        while start < n:
+            size = min(size, self.max_targets or size)
+            stop = min(start + size, n)
+            try:
+                answer = yield from self._exchange(_Call("POST", path, body(start, stop), timeout))
+            except RequestTooLarge as err:
+                rows = stop - start
+                if err.limit is not None and err.limit < rows:
+                    self.max_targets = size = err.limit
+                elif rows > 1:
+                    size = (rows + 1) // 2
+                else:
+                    raise
+                continue
+            items = answer.get(key) if isinstance(answer, dict) else None
+            if not isinstance(items, list) or len(items) != stop - start:
+                raise ServiceError(f"{path}: expected {stop - start} {key}, got {answer!r:.200}", 200, answer)
+            answers += items
+            start = stop
+        return answers
+
+    def _exchange(self, call: _Call) -> Flow[Any]:
+        """Send ``call``, retrying 503 answers per :attr:`retry`; the JSON of a 2xx answer, else the error raised."""
+        call = call if call.timeout is not None else _Call(call.method, call.path, call.json, self.timeout)
+        waited = 0.0
+        for attempt in range(self.retry.retries + 1):
+            response: httpx.Response = yield call
+            if response.status_code != 503:
+                return _answer(response)
+            wait = _retry_after(response, self.retry.backoff * 2**attempt)
+            if attempt == self.retry.retries or waited + wait > self.retry.max_wait:
+                break
+            waited += wait
+            yield wait
+        raise ServiceUnavailable(
+            f"{call.method} {call.path}: 503 {_detail(response)} (gave up after {attempt} retries, {waited:g} s)",
+            503,
+            _json_or_text(response),
+        )
+
+
+def _answer(response: httpx.Response) -> Any:
+    """The JSON of a 2xx answer; the library's exception for a 4xx, :class:`ServiceError` for others."""
+    body = _json_or_text(response)
+    status = response.status_code
+    if 200 <= status < 300:
+        if isinstance(body, str):
+            raise ServiceError(f"{response.request.url}: the answer is not JSON: {body[:200]!r}", status, body)
+        return body
+    detail = _detail(response)
+    if status == 404 and isinstance(body, dict) and isinstance(body.get("available"), list):
+        name = urllib.parse.unquote(response.request.url.path.split("/")[-2])
+        raise RemoteRobotNotFound(name, body["available"], status, body)
+    if status == 413:
+        limit = body.get("limit") if isinstance(body, dict) else None
+        raise RequestTooLarge(f"413: {detail}", status, body, limit if isinstance(limit, int) else None)
+    if 400 <= status < 500:
+        errors = body.get("detail") if isinstance(body, dict) and isinstance(body.get("detail"), list) else []
+        raise InvalidRequest(f"{status}: {detail}", status, body, errors)
+    raise ServiceError(f"{response.request.method} {response.request.url.path}: {status} {detail}", status, body)
+
+
+def _json_or_text(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _detail(response: httpx.Response) -> str:
+    """The server's message in one line: ``detail``, or each validation error as ``loc: msg``."""
+    body = _json_or_text(response)
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    if isinstance(detail, list):
+        parts = [
+            f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg', e)}" if isinstance(e, dict) else str(e)
+            for e in detail
+        ]
+        count = body.get("error_count", len(detail)) if isinstance(body, dict) else len(detail)
+        more = f" (and {count - len(detail)} more)" if isinstance(count, int) and count > len(detail) else ""
+        return "; ".join(parts) + more
+    return str(detail)[:500] if detail != "" else response.reason_phrase
+
+
+def _retry_after(response: httpx.Response, default: float) -> float:
+    """Seconds to wait before retrying: the ``Retry-After`` header (seconds or an HTTP date), else ``default``."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return default
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return default
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _robot_path(robot: str, operation: str) -> str:
+    if not isinstance(robot, str) or not robot:
+        raise IKLayerError(f"robot must be a robot name (str), got {robot!r}")
+    return f"/v1/robots/{urllib.parse.quote(robot, safe='')}/{operation}"
+
+
+def _as_float64(x: ArrayLike, name: str) -> Tensor:
+    """``x`` as a float64 CPU tensor (tensors are detached; nested lists and arrays converted)."""
+    try:
+        t = x.detach() if isinstance(x, Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64))
+    except (TypeError, ValueError) as err:
+        raise ShapeError(f"{name} must be a tensor, an array or nested lists of numbers: {err}") from None
+    if t.is_complex() or t.dtype == torch.bool:
+        raise IKLayerError(f"{name} must hold real numbers, got {t.dtype}")
+    return t.to("cpu", torch.float64)
+
+
+def _target_poses(targets: ArrayLike) -> tuple[Tensor, torch.Size]:
+    """(n, 7) poses of ``targets`` ((..., 7) or (..., 4, 4), checked as the library does) and their batch shape."""
+    t = _as_float64(targets, "targets")
+    matrices = as_transform(t, "targets")  # shape, finiteness, rigidity, non-zero quaternions
+    if t.dim() >= 1 and t.shape[-1] == 7:
+        return t.reshape(-1, 7), t.shape[:-1]
+    poses = torch.cat((matrices[..., :3, 3], matrix_to_quaternion(matrices[..., :3, :3])), dim=-1)
+    return poses.reshape(-1, 7), t.shape[:-2]
+
+
+def _warm_start_rows(warm_start: ArrayLike, n: int) -> Tensor:
+    """(n, dof) warm starts from (..., dof) with n rows, or one (dof,) row for every target."""
+    w = _as_float64(warm_start, "warm_start")
+    if w.dim() == 1:
+        return w.expand(n, w.shape[0])
+    if w.dim() == 0 or w[..., 0].numel() != n:
+        raise ShapeError(
+            f"warm_start must have shape (..., dof) with one row per target ({n}) or (dof,), got {tuple(w.shape)}"
+        )
+    if not torch.isfinite(w).all():
+        raise NonFiniteError("warm_start holds NaN or infinite values")
+    return w.reshape(n, -1)
+
+
+def _option_fields(options: SolveOptions | None, changes: dict[str, Any]) -> dict[str, Any]:
+    """The solver options to send: all of ``options`` if given, then ``changes`` (checked; None: left out)."""
+    if options is not None and not isinstance(options, SolveOptions):
+        raise IKLayerError(f"options must be a SolveOptions, got {type(options).__name__}")
+    fields: dict[str, Any] = options.as_dict() if options is not None else {}
+    unknown = sorted(set(changes) - set(OPTION_SPECS))
+    if unknown:
+        raise IKLayerError(f"unknown solver option(s) {unknown}; valid: {', '.join(OPTION_SPECS)}")
+    fields.update({name: OPTION_SPECS[name].check(v) for name, v in changes.items() if v is not None})
+    return fields
+
+
+def _ik_result(
+    solutions: list[dict[str, Any]], batch: torch.Size, dof: int, gradient: bool, numpy: bool
+) -> RemoteIKResult:
+    """The :class:`RemoteIKResult` of the server's ``solutions``, reshaped to the targets' ``batch`` shape."""
+    try:
+        q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64).reshape(*batch, dof)
+        values = {
+            "q": q,
+            "success": torch.tensor([s["success"] for s in solutions], dtype=torch.bool).reshape(batch),
+            "position_error": torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64).reshape(
+                batch
+            ),
+            "orientation_error": torch.tensor([s["orientation_error"] for s in solutions], dtype=torch.float64).reshape(
+                batch
+            ),
+            "iterations": torch.tensor([s["iterations"] for s in solutions], dtype=torch.int64).reshape(batch),
+        }
+        status = np.array([str(s["status"]) for s in solutions], dtype=np.str_).reshape(tuple(batch))
+        grad = (
+            torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64).reshape(*batch, dof, 6)
+            if gradient
+            else None
+        )
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise ServiceError(f"unreadable IK answer: {err!r}", 200) from None
+    if numpy:
+        values = {k: v.numpy() for k, v in values.items()}
+        grad = None if grad is None else grad.numpy()
+    return RemoteIKResult(**values, status=status, gradient=grad)
+
+
+# --- the two clients: they only run flows ----------------------------------------------------------------------
+
+
+_SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik_layer.solve` does locally.
+
+        Args:
+            robot: the robot's name on the server (see :meth:`robots`).
+            targets: ``T_base_ee`` targets (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``
+                (tensor, array or nested lists), any batch shape; batches over the server's limit go in
+                several requests.
+            options: solver options to send in full (default: only ``**option_changes``; the server's
+                defaults fill in the rest).
+            warm_start: (..., dof) one configuration per target, or (dof,) for all.
+            gradient: also return dq/d(target twist), (..., dof, 6).
+            timeout: the server's time limit per request [s]; rows unfinished then come back with
+                ``status == "deadline"`` (default: the server's).
+            numpy: numpy arrays instead of tensors.
+            **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
+
+        Returns:
+            A :class:`RemoteIKResult` (an :class:`ik_layer.IKResult`) with the targets' batch shape.
+
+        Raises:
+            RemoteRobotNotFound: no such robot on the server.
+            InvalidRequest: the server refused the request (422); ``errors`` holds its reasons.
+            RequestTooLarge: a single target is over the server's size or work limits.
+            ServiceUnavailable: the server stayed busy through the retries.
+            IKLayerError: bad input found before sending (shapes, non-finite values, unknown options).
+        """
+
+
+class Client:
+    """A blocking client of the ik-layer service; use it as a context manager or call :meth:`close`.
+
+    Args:
+        base_url: the service's address, e.g. ``http://127.0.0.1:8000``.
+        timeout: HTTP timeout of a request [s] (raised for a solve given a longer ``timeout``).
+        retry: how 503 answers are retried.
+        max_targets: targets per request at most (default: learned from the server's first 413 answer).
+        headers: sent with every request (e.g. authorization).
+        transport: an httpx transport (tests: ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        max_targets: int | None = None,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._core = _Core(timeout, retry or RetryPolicy(), max_targets)
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers, transport=transport)
+
+    @property
+    def max_targets(self) -> int | None:
+        """Targets sent per request at most: given, learned from a 413 answer, or None (not known yet)."""
+        return self._core.max_targets
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``/health`` answer (``status``, ``device``, ``dtype``, ``robots``)."""
+        return self._run(self._core.health_flow())
+
+    def robots(self) -> dict[str, RobotInfo]:
+        """The server's robots by name, in its order."""
+        return self._run(self._core.robots_flow())
+
+    def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
+        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., dof); poses (..., 7) with ``pose=True``."""
+        return self._run(self._core.fk_flow(robot, q, pose))
+
+    def solve(
+        self,
+        robot: str,
+        targets: ArrayLike,
+        options: SolveOptions | None = None,
+        *,
+        warm_start: ArrayLike | None = None,
+        gradient: bool = False,
+        timeout: float | None = None,
+        numpy: bool = False,
+        **option_changes: Any,
+    ) -> RemoteIKResult:
+        flow = self._core.solve_flow(robot, targets, options, warm_start, gradient, timeout, numpy, option_changes)
+        return self._run(flow)
+
+    solve.__doc__ = _SOLVE_DOC
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self, flow: Flow[T]) -> T:
+        """Run ``flow``: send its requests, sleep its waits, return its value."""
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, _Call):
+                    request = self._http.build_request(step.method, step.path, json=step.json, timeout=step.timeout)
+                    step = flow.send(self._http.send(request))
+                else:
+                    time.sleep(step)
+                    step = flow.send(None)
+        except StopIteration as done:
+            return done.value
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`Client`: same arguments, same methods, awaited; ``async with`` or :meth:`aclose`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        max_targets: int | None = None,
+        headers: dict[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._core = _Core(timeout, retry or RetryPolicy(), max_targets)
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=headers, transport=transport)
+
+    @property
+    def max_targets(self) -> int | None:
+        """Targets sent per request at most: given, learned from a 413 answer, or None (not known yet)."""
+        return self._core.max_targets
+
+    async def health(self) -> dict[str, Any]:
+        """The server's ``/health`` answer (``status``, ``device``, ``dtype``, ``robots``)."""
+        return await self._run(self._core.health_flow())
+
+    async def robots(self) -> dict[str, RobotInfo]:
+        """The server's robots by name, in its order."""
+        return await self._run(self._core.robots_flow())
+
+    async def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
+        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., dof); poses (..., 7) with ``pose=True``."""
+        return await self._run(self._core.fk_flow(robot, q, pose))
+
+    async def solve(
+        self,
+        robot: str,
+        targets: ArrayLike,
+        options: SolveOptions | None = None,
+        *,
+        warm_start: ArrayLike | None = None,
+        gradient: bool = False,
+        timeout: float | None = None,
+        numpy: bool = False,
+        **option_changes: Any,
+    ) -> RemoteIKResult:
+        flow = self._core.solve_flow(robot, targets, options, warm_start, gradient, timeout, numpy, option_changes)
+        return await self._run(flow)
+
+    solve.__doc__ = _SOLVE_DOC
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _run(self, flow: Flow[T]) -> T:
+        """Run ``flow``: send its requests, sleep its waits, return its value."""
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, _Call):
+                    request = self._http.build_request(step.method, step.path, json=step.json, timeout=step.timeout)
+                    step = flow.send(await self._http.send(request))
+                else:
+                    await asyncio.sleep(step)
+                    step = flow.send(None)
+        except StopIteration as done:
+            return done.value
