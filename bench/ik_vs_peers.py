@@ -1,7 +1,7 @@
 """Benchmark: batched IK, ik-layer vs pytorch-kinematics and the classic Pinocchio CLIK loop, on the CPU.
 
 The same reachable targets (``robot.fk`` of configurations drawn uniformly inside the joint limits,
-fixed seed) for panda and ur5e at each batch size (default 1k and 10k), solved by
+fixed seed) for panda, ur5e and iiwa14 at each batch size (default 1k and 10k), solved by
 
 * ``ik-layer f64`` / ``ik-layer f32``: ``ik_layer.solve`` with its defaults (4 seeds per target,
   200 iterations), the robot and targets in float64 / float32.
@@ -57,7 +57,9 @@ batches below 10k, after a warm-up on a small batch; for the per-target peers, t
 loop over the targets); ``solves/s`` = targets / time. The ``ik-layer x`` columns are ik-layer's
 solves/s (f64, f32) divided by that row's. ``--latency N`` adds a table of batch-1 latency: N
 other targets, one per call, for every solver (median and p99 in ms, and the success of those
-answers).
+answers), and the time to answer an unreachable target (other targets pushed 1 m further from the
+base, out of every arm's reach; median ms, and its ratio to the reachable median; such answers must
+all fail the check).
 
 Run: ``python bench/ik_vs_peers.py`` (a few minutes), ``--quick`` (200 targets unless ``--batch`` is
 given, under a minute), ``--batch 1000 --batch 5000``, ``--latency 200``, ``--json results.json``.
@@ -94,7 +96,7 @@ from common import markdown_table
 import ik_layer
 from ik_layer.robots import REGISTRY
 
-ROBOTS = ["panda", "ur5e"]
+ROBOTS = ["panda", "ur5e", "iiwa14"]
 STRICT = (1e-4, 1e-3)  # [m], [rad]
 LOOSE = (1e-3, 1e-2)
 SEED = 20240611
@@ -679,6 +681,8 @@ class Latency:
     median_ms: float
     p99_ms: float
     success_strict: float  # of those answers, checked with Pinocchio
+    unreachable_median_ms: float  # one call per unreachable target
+    unreachable_success: float  # of those answers, checked with Pinocchio: must be 0
 
 
 def latency_solvers(robot: ik_layer.Robot, args: argparse.Namespace) -> dict[str, Callable[[int, torch.Tensor], Any]]:
@@ -703,29 +707,49 @@ def latency_solvers(robot: ik_layer.Robot, args: argparse.Namespace) -> dict[str
     return solvers
 
 
+def make_unreachable(robot: ik_layer.Robot, n: int, seed: int) -> torch.Tensor:
+    """Unreachable targets (n, 4, 4): reachable ones (fixed seed) moved 1 m further from the base, radially."""
+    _, targets = make_targets(robot, n, seed)
+    targets = targets.clone()
+    position = targets[:, :3, 3]
+    targets[:, :3, 3] = position + position / position.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    return targets
+
+
+def time_calls(
+    robot: ik_layer.Robot, fn: Callable[[int, torch.Tensor], Any], targets: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wall times [ms] of ``fn`` on each target in turn, and whether each answer passes the strict check."""
+    samples, answers = [], []
+    for i in range(len(targets)):
+        start = time.perf_counter()
+        q = fn(i, targets[i : i + 1])
+        samples.append(time.perf_counter() - start)
+        answers.append(q.detach().double().cpu().reshape(1, -1))
+    pos, ori, _ = verify(robot, torch.cat(answers), targets.numpy())
+    return np.array(samples) * 1e3, succeeded(pos, ori)
+
+
 def bench_latency(name: str, n: int, args: argparse.Namespace) -> list[Latency]:
-    """Median and p99 wall time [ms] of one call per target, ``n`` targets, for every solver."""
+    """Median and p99 wall time [ms] of one call per target, ``n`` targets, for every solver; and the median
+    time to answer one of ``max(n // 4, 1)`` unreachable targets."""
     robot = ik_layer.load_robot(name)
     _, targets = make_targets(robot, n, SEED - 1)  # not the batch targets
+    far = make_unreachable(robot, max(n // 4, 1), SEED - 2)
     out = []
     for label, fn in latency_solvers(robot, args).items():
         fn(0, targets[:1])  # warm-up
-        samples, answers = [], []
-        for i in range(n):
-            start = time.perf_counter()
-            q = fn(i, targets[i : i + 1])
-            samples.append(time.perf_counter() - start)
-            answers.append(q.detach().double().cpu().reshape(1, -1))
-        pos, ori, _ = verify(robot, torch.cat(answers), targets.numpy())
-        ms = np.array(samples) * 1e3
-        out.append(
-            Latency(
-                label, name, n, float(np.median(ms)), float(np.quantile(ms, 0.99)), float(succeeded(pos, ori).mean())
-            )
-        )
+        ms, ok = time_calls(robot, fn, targets)
+        far_ms, far_ok = time_calls(robot, fn, far)
+        row = Latency(
+            label, name, n, float(np.median(ms)), float(np.quantile(ms, 0.99)), float(ok.mean()),
+            float(np.median(far_ms)), float(far_ok.mean()),
+        )  # fmt: skip
+        out.append(row)
         print(
-            f"  {label:<20} {name:<6} batch      1: median {out[-1].median_ms:.2f} ms, p99 {out[-1].p99_ms:.2f} ms "
-            f"({out[-1].success_strict:.1%} strict, {n} targets)",
+            f"  {label:<20} {name:<6} batch      1: median {row.median_ms:.2f} ms, p99 {row.p99_ms:.2f} ms "
+            f"({row.success_strict:.1%} strict, {n} targets); unreachable: median {row.unreachable_median_ms:.2f} ms "
+            f"({row.unreachable_median_ms / row.median_ms:.1f}x), {row.unreachable_success:.1%} success",
             file=sys.stderr,
             flush=True,
         )
@@ -783,12 +807,19 @@ def markdown(rows: list[Row]) -> str:
     return markdown_table(header, cells, text_columns=2)
 
 
+def latency_cells(r: Latency) -> list[str]:
+    """One row of the latency table."""
+    far = r.unreachable_median_ms
+    return [r.solver, r.robot, str(r.targets), f"{r.median_ms:.2f}", f"{r.p99_ms:.2f}", pct(r.success_strict),
+            f"{far:.2f}", f"{far / r.median_ms:.1f}x"]  # fmt: skip
+
+
 def latency_markdown(rows: list[Latency]) -> str:
-    header = ["solver", "robot", "targets", "median [ms]", "p99 [ms]", "success 1e-4 m / 1e-3 rad"]
-    cells = [
-        [r.solver, r.robot, str(r.targets), f"{r.median_ms:.2f}", f"{r.p99_ms:.2f}", pct(r.success_strict)]
-        for r in rows
-    ]
+    header = [
+        "solver", "robot", "targets", "median [ms]", "p99 [ms]", "success 1e-4 m / 1e-3 rad",
+        "unreachable median [ms]", "unreachable / reachable",
+    ]  # fmt: skip
+    cells = [latency_cells(r) for r in rows]
     return markdown_table(header, cells, text_columns=2)
 
 
@@ -796,7 +827,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 targets only (unless --batch)")
     parser.add_argument("--batch", type=int, action="append", help="batch size (repeatable); default 1000 and 10000")
-    parser.add_argument("--robot", action="append", choices=ROBOTS, help="robot (repeatable); default both")
+    parser.add_argument(
+        "--robot", "--robots", dest="robot", action="extend", nargs="+", choices=ROBOTS, help="robots; default all"
+    )
     parser.add_argument("--repeats", type=int, default=0, help="timed runs per solver (default 3, 1 at 10k)")
     parser.add_argument("--clik-subset", type=int, default=200, help="targets solved by the CLIK loop")
     parser.add_argument("--clik-restart", type=int, default=CLIK_RESTART, help="CLIK iterations per random restart")

@@ -50,8 +50,9 @@ def robot_of(tiny_urdf: Path) -> Callable[[str, torch.dtype], ik_layer.Robot]:
 
     def load(name: str, dtype: torch.dtype) -> ik_layer.Robot:
         if name == MIXED:
-            robot = ik_layer.load_robot(tiny_urdf, "tool", dtype=dtype)
-            assert robot.dof == 6 and robot._chain_cols.numel() == 5  # the side joint is off the chain
+            every_joint = ["j_cont", "j_side", "j_off", "j_prism", "j_neg", "j_cont_off"]  # default: the chain's only
+            robot = ik_layer.load_robot(tiny_urdf, "tool", active_joints=every_joint, dtype=dtype)
+            assert robot._chain_cols.numel() == 5  # the chain's joints (a side joint, if kept, is off it)
             assert bool(robot.continuous.any()) and not bool(robot._revolute.all())
             return robot
         return builtin(name, dtype)
@@ -472,3 +473,16 @@ def test_kernel_is_cached_per_shape_and_dtype() -> None:
         lm_block_kernel(3, 4, F64)
     with pytest.raises(TypeError):
         lm_block_kernel(3, 3, torch.float16)
+
+
+def test_admitting_a_slice_of_slots_equals_admitting_their_indices() -> None:
+    robot = builtin("ur5e", F64)
+    q0 = robot.random_q((3,), generator=gen(86))
+    target = robot.fk(robot.random_q((3,), generator=gen(87)))
+    by_slice, by_index = Slots(robot, 5), Slots(robot, 5)
+    by_slice.admit(slice(1, 4), target, q0, ONE_SEED, seed=4)
+    by_index.admit(torch.arange(1, 4), target, q0, ONE_SEED, seed=4)
+    BlockLauncher(by_slice)(8, 4)  # the first 4 slots only: slot 4 is empty
+    BlockLauncher(by_index)(8)
+    for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "rng", "cost"):
+        assert torch.equal(getattr(by_slice, field), getattr(by_index, field)), field

@@ -20,6 +20,10 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
 
+A slot's first launch after :meth:`~ik_layer.engine.slots.Slots.admit` starts it: its best
+configuration, errors and age are reset there and its restart RNG is seeded with
+``wp.rand_init(rng_seed, rng)`` (``rng`` holds the stream offset until then).
+
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
 compiles for the CPU and for CUDA.
@@ -60,7 +64,6 @@ __all__ = [
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
-    "seed_rng",
     "warp_types",
 ]
 
@@ -344,6 +347,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         iterations: wp.array(dtype=wp.int32),
         status: wp.array(dtype=wp.int32),
         rng: wp.array(dtype=wp.uint32),
+        rng_seed: wp.array(dtype=wp.int32),
         check_cost: wp.array(dtype=f),
         age_state: wp.array(dtype=wp.int32),
         cost_state: wp.array(dtype=f),
@@ -389,6 +393,10 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         )
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
+            best = f(wp.inf)
+            berr = vec2(f(wp.inf), f(wp.inf))
+            bq = q
+            age = 0
             score = score_of(e, w, tol)
             rank = rank_of(score, q, goal, use_pull)
             if rank < best:
@@ -401,6 +409,8 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         for _k in range(block):
             if st != RUNNING or it >= limit:
                 break
+            if it == 0:  # the first iteration of this admission: seed the restart stream
+                state = wp.rand_init(rng_seed[i], wp.int32(state))
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
             pull = vecq()
@@ -506,26 +516,6 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
     return lm_block
 
 
-@wp.kernel(module="unique")
-def _seed_rng_kernel(
-    rng: wp.array(dtype=wp.uint32), index: wp.array(dtype=wp.int64), offset: wp.array(dtype=wp.int64), seed: wp.int32
-):
-    t = wp.tid()
-    rng[wp.int32(index[t])] = wp.rand_init(seed, wp.int32(offset[t]))
-
-
-def seed_rng(rng: wp.array, index: torch.Tensor, offset: torch.Tensor, seed: int) -> None:
-    """``rng[index[t]] = wp.rand_init(seed, offset[t])``: the restart streams of the slots ``index`` (int64 tensors
-    on ``rng``'s device; ``seed`` and the offsets are read as int32)."""
-    if index.numel() == 0:
-        return
-    device = wp.device_from_torch(index.device)
-    stream = wp.stream_from_torch(torch.cuda.current_stream(index.device)) if device.is_cuda else None
-    seed32 = (int(seed) + 2**31) % 2**32 - 2**31
-    inputs = [rng, wp.from_torch(index.contiguous()), wp.from_torch(offset.contiguous()), seed32]
-    wp.launch(_seed_rng_kernel, dim=index.numel(), inputs=inputs, device=device, stream=stream)
-
-
 class BlockLauncher:
     """A recorded launch of :func:`lm_block_kernel` over one :class:`~ik_layer.engine.slots.Slots`.
 
@@ -542,13 +532,20 @@ class BlockLauncher:
         inputs = [*slots.chain_arrays(), *slots.state_arrays(), 1]
         self._block_index = len(inputs) - 1
         self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
+        self._rows = slots.capacity
 
-    def __call__(self, block: int) -> None:
-        """Advance every RUNNING slot by up to ``block`` iterations."""
+    def __call__(self, block: int, rows: int | None = None) -> None:
+        """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
         if not (isinstance(block, int) and block >= 0):
             raise ValueError(f"block must be an int >= 0, got {block!r}")
-        if self.slots.capacity == 0:
+        rows = self.slots.capacity if rows is None else rows
+        if not 0 <= rows <= self.slots.capacity:
+            raise ValueError(f"rows must lie in [0, {self.slots.capacity}], got {rows!r}")
+        if rows == 0:
             return
+        if rows != self._rows:
+            self._command.set_dim(rows)
+            self._rows = rows
         self._command.set_param_at_index(self._block_index, block)
         stream = None
         if self.device.is_cuda:

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -37,6 +38,8 @@ DEADLINE = 4  # retired when its request's deadline passed; best configuration s
 CANCELLED = 5  # retired because its request was cancelled
 ROW_STATUS = {SOLVED: "solved", EXHAUSTED: "exhausted", DEADLINE: "deadline", CANCELLED: "cancelled"}
 """Final status of a row, by code, as :attr:`Request.status` holds it."""
+
+Index = slice | Tensor  # rows or slots: a slice when they are consecutive (cheaper to copy), else an index tensor
 
 _ids = itertools.count()
 
@@ -75,11 +78,15 @@ class Request:
         n = self.target.shape[0]
         self.q = self.start[:, 0].clone()
         self.error = torch.full((n, 2), torch.inf, dtype=self.q.dtype, device=self.q.device)  # at q: [m], [rad]
-        self.status = torch.full((n,), RUNNING, dtype=torch.int32)
-        self.iterations = torch.zeros(n, dtype=torch.int64)
-        self.slot = torch.full((n, self.options.num_seeds), -1, dtype=torch.long)  # slot of each running seed, CPU
-        self.seeds_used = torch.zeros(n, dtype=torch.long)  # seeds started per target, CPU
-        self.best_score = torch.full((n,), torch.inf, dtype=torch.float64)  # of seeds already freed, CPU
+        # The scheduler's bookkeeping, in numpy (the public fields are torch views of the first three).
+        self.codes = np.full(n, RUNNING, dtype=np.int32)
+        self.used = np.zeros(n, dtype=np.int64)
+        self.seeds = np.zeros(n, dtype=np.int64)  # seeds started per target
+        self.status, self.iterations = torch.from_numpy(self.codes), torch.from_numpy(self.used)
+        self.seeds_used = torch.from_numpy(self.seeds)
+        self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
+        self.pending = np.zeros(n, dtype=np.int64)  # seeds queued for a slot, per target
+        self.best_score = np.full(n, np.inf)  # of the seeds already stopped
         self._errors: tuple[Tensor, Tensor] | None = None
         self._random_starts: dict[int, Tensor] = {}
 
@@ -88,7 +95,7 @@ class Request:
         """Number of targets."""
         return self.target.shape[0]
 
-    def seed_start(self, rows: Tensor, k: int, robot: Robot) -> Tensor:
+    def seed_start(self, rows: Index, k: int, robot: Robot) -> Tensor:
         """Starts (len(rows), dof) of seed ``k`` of the targets ``rows``: given, or uniform in the limits."""
         if k < self.start.shape[1]:
             return self.start[rows, k]
@@ -104,17 +111,17 @@ class Request:
         device = self.q.device
         return IKResult(
             q=self.q,
-            success=(self.status == SOLVED).to(device),
+            success=torch.from_numpy(self.codes == SOLVED).to(device),
             position_error=self._errors[0],
             orientation_error=self._errors[1],
             iterations=self.iterations.to(device),
         )
 
     def finish(self, robot: Robot) -> None:
-        """Set :attr:`done`; targets that never ran (cancelled in the queue) get their errors measured here."""
-        unmeasured = torch.isinf(self.error[:, 0]).nonzero().squeeze(1)
-        if unmeasured.numel():
-            rows = unmeasured
+        """Set :attr:`done`; targets with no recorded seed (cancelled in the queue) get their errors measured here."""
+        unmeasured = np.flatnonzero(~(self.best_score < np.inf))
+        if unmeasured.size:
+            rows = torch.from_numpy(unmeasured).to(self.q.device)
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             masked = pose_error(self.target[rows], pose) * (self.weights[rows] > 0)
             self.error[rows] = torch.stack((masked[:, :3].norm(dim=-1), masked[:, 3:].norm(dim=-1)), dim=-1)
@@ -124,6 +131,9 @@ class Request:
 
 class Engine:
     """A pool of ``capacity`` LM slots for ``robot`` and the scheduler around it.
+
+    Seeds take the lowest free slots and each launch covers the slots up to the highest one in use, so
+    a few targets cost little in a large pool.
 
     Args:
         robot: the robot (its dtype and device are the slots').
@@ -141,17 +151,20 @@ class Engine:
         self.block = block
         self.slots = Slots(robot, capacity)
         self._launch = BlockLauncher(self.slots)
-        self._free: deque[int] = deque(range(capacity))
-        # Per slot, on the CPU: owning request id (-1: free), target row, seed index, iterations before its start.
-        self._slot_request = torch.full((capacity,), -1, dtype=torch.long)
-        self._slot_row = torch.zeros(capacity, dtype=torch.long)
-        self._slot_seed = torch.zeros(capacity, dtype=torch.long)
-        self._slot_offset = torch.zeros(capacity, dtype=torch.long)
-        self._slot_may_ask = torch.zeros(capacity, dtype=torch.bool)  # newest seed of its target, more allowed
+        # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
+        # and whether it is the newest seed of its target with more allowed.
+        self._is_free = np.ones(capacity, dtype=bool)
+        self._owner = np.full(capacity, -1, dtype=np.int64)
+        self._row = np.zeros(capacity, dtype=np.int64)
+        self._seed = np.zeros(capacity, dtype=np.int64)
+        self._offset = np.zeros(capacity, dtype=np.int64)
+        self._may_ask = np.zeros(capacity, dtype=bool)
+        self._used = 0  # slots in use
+        self._top = 0  # one past the highest slot in use
         self._active: dict[int, Request] = {}  # requests with seeds in slots, by id
         self._waiting: deque[Request] = deque()
         self._extra: deque[tuple[Request, int, int, int]] = deque()  # (request, row, seed, offset) to admit
-        self._freed: list[int] = []  # slots freed during a retirement, emptied at its end
+        self._freed: list[np.ndarray] = []  # slots freed during a retirement, emptied at its end
         self._lock = threading.Lock()
 
     def submit(
@@ -197,7 +210,7 @@ class Engine:
     @property
     def busy(self) -> bool:
         """Whether any target waits or runs."""
-        return bool(self._waiting) or bool(self._extra) or len(self._free) < self.slots.capacity
+        return bool(self._waiting) or bool(self._extra) or self._used > 0
 
     def step(self) -> None:
         """Retire what the last block finished (and cancelled or expired targets), admit seeds, run one block.
@@ -206,8 +219,8 @@ class Engine:
         """
         self._retire()
         self._admit()
-        if len(self._free) < self.slots.capacity:
-            self._launch(self.block)
+        if self._used:
+            self._launch(self.block, self._top)
 
     def run(self, request: Request | None = None) -> None:
         """Step until ``request`` is done (default: until nothing waits or runs)."""
@@ -220,9 +233,11 @@ class Engine:
         with self._lock:
             groups: dict[tuple[Request, int], list[tuple[int, int]]] = {}  # (request, seed) -> [(row, offset)]
             taken = 0
-            while self._extra and (taken < len(self._free) or self._extra[0][0].cancelled):  # stalled targets first
+            free = self.slots.capacity - self._used
+            while self._extra and (taken < free or self._extra[0][0].cancelled):  # stalled targets first
                 request, row, k, offset = self._extra.popleft()
-                if request.status[row] != RUNNING:
+                request.pending[row] -= 1
+                if request.codes[row] != RUNNING:
                     continue
                 if request.cancelled:
                     self._cancel_seedless(request, row, offset)
@@ -230,26 +245,26 @@ class Engine:
                 groups.setdefault((request, k), []).append((row, offset))
                 taken += 1
             for (request, k), entries in groups.items():
-                rows, offsets = torch.tensor(entries, dtype=torch.long).T
+                rows, offsets = np.array(entries, dtype=np.int64).T
                 self._place(request, rows, k, offsets)
-            while self._waiting and self._free:
+            while self._waiting and self._used < self.slots.capacity:
                 request = self._waiting[0]
                 if request.cancelled:
                     self._waiting.popleft()
                     self._drop_unadmitted(request)
                     continue
-                take = min(len(self._free), request.rows - request.admitted)
-                rows = torch.arange(request.admitted, request.admitted + take)
-                self._place(request, rows, 0, torch.zeros_like(rows))
+                take = min(self.slots.capacity - self._used, request.rows - request.admitted)
+                rows = np.arange(request.admitted, request.admitted + take)
+                self._place(request, rows, 0, np.zeros(take, dtype=np.int64))
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
 
-    def _place(self, request: Request, rows: Tensor, k: int, offsets: Tensor) -> None:
-        """Seed ``k`` of the targets ``rows`` (CPU) into free slots, ``offsets`` iterations into their budgets."""
-        slots = torch.tensor([self._free.popleft() for _ in range(len(rows))])
+    def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
+        """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
+        slots = np.flatnonzero(self._is_free)[: len(rows)]
         device = self.robot.device
-        on_device, slots_on_device = rows.to(device), slots.to(device)
+        on_device, slots_on_device = _index(rows, device), _index(slots, device)
         extra = {} if request.posture is None else {"posture": request.posture[on_device]}
         self.slots.admit(
             slots_on_device,
@@ -258,153 +273,197 @@ class Engine:
             request.options,
             weights=request.weights[on_device],
             seed=request.seed,
-            rng_offset=(on_device * request.options.num_seeds + k),
+            rng_offset=torch.from_numpy((rows * request.options.num_seeds + k).astype(np.int32)).to(device),
             **extra,
         )
         if k > 0:  # a later seed gets what is left of its target's budget
-            self.slots.budget[slots_on_device] = (request.options.max_iterations - offsets).to(device, torch.int32)
-        self._slot_request[slots] = request.id
-        self._slot_row[slots] = rows
-        self._slot_seed[slots] = k
-        self._slot_offset[slots] = offsets
-        self._slot_may_ask[slots] = k + 1 < request.options.num_seeds
+            left = (request.options.max_iterations - offsets).astype(np.int32)
+            self.slots.budget[slots_on_device] = torch.from_numpy(left).to(device)
+        self._is_free[slots] = False
+        self._used += len(slots)
+        self._top = max(self._top, int(slots[-1]) + 1)
+        self._owner[slots] = request.id
+        self._row[slots] = rows
+        self._seed[slots] = k
+        self._offset[slots] = offsets
+        self._may_ask[slots] = k + 1 < request.options.num_seeds
         request.slot[rows, k] = slots
-        request.seeds_used[rows] += 1
+        request.seeds[rows] += 1
         self._active[request.id] = request
 
     def _cancel_seedless(self, request: Request, row: int, offset: int) -> None:
         """A cancelled target whose next seed never started: it answers now if no other seed of it runs or waits."""
-        waiting = any(r is request and i == row for r, i, _, _ in self._extra)
-        if not bool((request.slot[row] >= 0).any()) and not waiting:
-            self._answer(request, torch.tensor([row]), torch.tensor([offset]), code=CANCELLED)
+        if not (request.slot[row] >= 0).any() and not request.pending[row]:
+            self._answer(request, np.array([row]), np.array([offset]), code=CANCELLED)
 
     def _drop_unadmitted(self, request: Request) -> None:
         """A cancelled request at the head of the queue: its targets not yet started answer CANCELLED."""
-        rows = torch.arange(request.admitted, request.rows)
+        rows = np.arange(request.admitted, request.rows)
         request.admitted = request.rows
-        self._answer(request, rows, torch.zeros_like(rows), code=CANCELLED)
+        self._answer(request, rows, np.zeros_like(rows), code=CANCELLED)
 
     # ----------------------------------------------------------------------------------- retirement
 
     def _retire(self) -> None:
-        if len(self._free) == self.slots.capacity:
+        if not self._used:
             return
-        state = torch.stack((self.slots.status, self.slots.iterations, self.slots.age)).cpu()  # one host sync
-        status, iterations, age = state[0], state[1].to(torch.long), state[2].to(torch.long)
+        top = self._top
+        status, iterations, age = self._host_state(top)
         now = time.monotonic()
-        self._freed: list[int] = []
+        self._freed = []
         with self._lock:
             forced = {
                 rid: CANCELLED if r.cancelled else DEADLINE
                 for rid, r in self._active.items()
                 if r.cancelled or (r.deadline is not None and now >= r.deadline)
             }
-            owner = self._slot_request
+            owner = self._owner[:top]
             occupied = owner >= 0
             stopped = occupied & (status != RUNNING)
             if forced:
-                stopped |= occupied & torch.isin(owner, torch.tensor(list(forced)))
+                stopped |= occupied & np.isin(owner, list(forced))
             self._ask_for_seeds(occupied & ~stopped, iterations, age)
-            slots = stopped.nonzero().squeeze(1)
-            for rid in owner[slots].unique().tolist():
-                request = self._active[rid]
-                mine = slots[owner[slots] == rid]
-                self._retire_slots(
-                    request, mine, status[mine], self._slot_offset[mine] + iterations[mine], forced.get(rid)
-                )
+            slots = np.flatnonzero(stopped)
+            if slots.size:
+                scores = _gather(self.slots.best_score, slots).astype(np.float64)
+                owners = owner[slots]
+                for rid in np.unique(owners).tolist():
+                    mine = owners == rid
+                    used = self._offset[slots[mine]] + iterations[slots[mine]]
+                    self._retire_slots(
+                        self._active[rid], slots[mine], status[slots[mine]], used, scores[mine], forced.get(rid)
+                    )
             if self._freed:
-                self.slots.retire(torch.tensor(self._freed, device=self.robot.device))
+                freed = np.concatenate(self._freed)
+                self.slots.retire(torch.from_numpy(freed).to(self.robot.device))
+                self._top = int(np.flatnonzero(~self._is_free)[-1]) + 1 if self._used else 0
 
-    def _ask_for_seeds(self, running: Tensor, iterations: Tensor, age: Tensor) -> None:
+    def _host_state(self, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The status, iterations and age of the slots below ``top``, as int64 (the one host sync of a step)."""
+        fields = (self.slots.status[:top], self.slots.iterations[:top], self.slots.age[:top])
+        if self.slots.device.type == "cpu":
+            return tuple(x.numpy().astype(np.int64) for x in fields)  # type: ignore[return-value]
+        return tuple(torch.stack(fields).cpu().numpy().astype(np.int64))  # type: ignore[return-value]
+
+    def _ask_for_seeds(self, running: np.ndarray, iterations: np.ndarray, age: np.ndarray) -> None:
         """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
-        ask = (running & self._slot_may_ask & (iterations > age)).nonzero().squeeze(1)
-        if ask.numel() == 0:
+        top = len(running)
+        ask = np.flatnonzero(running & self._may_ask[:top] & (iterations > age))
+        if ask.size == 0:
             return
-        self._slot_may_ask[ask] = False
-        offsets = (self._slot_offset[ask] + iterations[ask]).tolist()
-        owners, rows, seeds = (x[ask].tolist() for x in (self._slot_request, self._slot_row, self._slot_seed))
-        entries = zip(owners, rows, seeds, strict=True)
+        self._may_ask[ask] = False
+        offsets = (self._offset[ask] + iterations[ask]).tolist()
+        entries = zip(self._owner[ask].tolist(), self._row[ask].tolist(), self._seed[ask].tolist(), strict=True)
         for (rid, row, k), offset in zip(entries, offsets, strict=True):
             request = self._active[rid]
             if not request.cancelled and offset < request.options.max_iterations:
                 self._extra.append((request, row, k + 1, offset))
+                request.pending[row] += 1
 
-    def _retire_slots(self, request: Request, slots: Tensor, codes: Tensor, used: Tensor, forced: int | None) -> None:
-        """Retire the stopped ``slots`` (CPU) of ``request``: their codes, and iterations counted from target start.
+    def _retire_slots(
+        self,
+        request: Request,
+        slots: np.ndarray,
+        codes: np.ndarray,
+        used: np.ndarray,
+        scores: np.ndarray,
+        forced: int | None,
+    ) -> None:
+        """Retire the stopped ``slots`` of ``request``: their codes, iterations counted from target start, scores.
 
-        A target answers with its first solved seed; with ``forced`` (cancel, deadline) every target of these
-        slots answers with its best seed so far; an exhausted seed frees its slot, and answers for its target
-        when no other seed of it runs or waits.
+        A target answers with its first solved seed; with ``forced`` (cancel, deadline) every target of
+        these slots answers with its best seed so far; an exhausted seed frees its slot, and answers for its
+        target when no other seed of it runs or waits.
         """
-        rows = self._slot_row[slots]
-        self._keep_best(request, rows, slots)
+        rows = self._row[slots]
+        self._keep_best(request, rows, slots, scores)
         if forced is not None:
             self._answer(request, *_most_by(rows, used), code=forced)
             return
-        solved = (codes == SOLVED).nonzero().squeeze(1)
-        # Seeds of one target that solved in the same block: the earliest wins, then the lowest score.
-        scores = self.slots.best_score[slots[solved].to(self.robot.device)].cpu()
-        solved = solved[torch.argsort(scores, stable=True)]
-        solved = solved[torch.argsort(used[solved], stable=True)]
-        solved_rows, first = _first_of(rows[solved])
-        winners = slots[solved[first]].to(self.robot.device)
-        request.q[solved_rows.to(request.q.device)] = self.slots.best_q[winners]
-        request.error[solved_rows.to(request.q.device)] = self.slots.best_error[winners]
-        self._answer(request, solved_rows, used[solved[first]], code=SOLVED)
-        exhausted = (codes == EXHAUSTED) & ~torch.isin(rows, solved_rows)
+        solved = np.flatnonzero(codes == SOLVED)
+        exhausted = codes == EXHAUSTED
+        if solved.size:
+            # Seeds of one target that solved in the same block: the earliest wins, then the lowest score.
+            solved = solved[np.lexsort((scores[solved], used[solved]))]
+            solved_rows, first = np.unique(rows[solved], return_index=True)
+            winners = solved[first]
+            _copy_rows(request.q, solved_rows, self.slots.best_q, slots[winners])
+            _copy_rows(request.error, solved_rows, self.slots.best_error, slots[winners])
+            self._answer(request, solved_rows, used[winners], code=SOLVED)
+            exhausted &= ~np.isin(rows, solved_rows)
+        if not exhausted.any():
+            return
         self._free_slots(request, slots[exhausted])
         left, most = _most_by(rows[exhausted], used[exhausted])
-        still = (request.slot[left] >= 0).any(dim=1)
-        if self._extra:
-            waiting = torch.tensor([row for r, row, _, _ in self._extra if r is request], dtype=torch.long)
-            still |= torch.isin(left, waiting)
+        still = (request.slot[left] >= 0).any(axis=1) | (request.pending[left] > 0)
         self._answer(request, left[~still], most[~still], code=EXHAUSTED)
 
-    def _keep_best(self, request: Request, rows: Tensor, slots: Tensor) -> None:
-        """Update the targets' best configurations with the best seeds among ``slots``."""
-        scores = self.slots.best_score[slots.to(self.robot.device)].double().cpu()
-        order = torch.argsort(scores)
-        best_rows, first = _first_of(rows[order])
-        best_slots, best_scores = slots[order][first], scores[order][first]
-        better = best_scores < request.best_score[best_rows]
-        rows_b, slots_b = best_rows[better], best_slots[better]
-        request.best_score[rows_b] = best_scores[better]
-        request.q[rows_b.to(request.q.device)] = self.slots.best_q[slots_b.to(self.robot.device)]
-        request.error[rows_b.to(request.q.device)] = self.slots.best_error[slots_b.to(self.robot.device)]
+    def _keep_best(self, request: Request, rows: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> None:
+        """Update the targets' best configurations with the best seeds among ``slots`` (of ``scores``)."""
+        if len(rows) == 1:
+            best_rows, best = rows, np.zeros(1, dtype=np.int64)
+        else:
+            order = np.argsort(scores, kind="stable")
+            best_rows, first = np.unique(rows[order], return_index=True)
+            best = order[first]
+        better = scores[best] < request.best_score[best_rows]
+        rows_b, best_b = best_rows[better], best[better]
+        request.best_score[rows_b] = scores[best_b]
+        _copy_rows(request.q, rows_b, self.slots.best_q, slots[best_b])
+        _copy_rows(request.error, rows_b, self.slots.best_error, slots[best_b])
 
-    def _answer(self, request: Request, rows: Tensor, iterations: Tensor, *, code: int) -> None:
-        """Retire the targets ``rows`` (CPU, unique) with ``code``, freeing every slot they hold; the request is
+    def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
+        """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is
         answered when its last target retires."""
         if len(rows) == 0:
             return
-        request.status[rows] = code
-        request.iterations[rows] = iterations
+        request.codes[rows] = code
+        request.used[rows] = iterations
         request.retired += len(rows)
-        held = request.slot[rows].flatten()
+        held = request.slot[rows].ravel()
         self._free_slots(request, held[held >= 0])
         if request.retired == request.rows:
             self._active.pop(request.id, None)
             request.finish(self.robot)
 
-    def _free_slots(self, request: Request, slots: Tensor) -> None:
-        """Give ``slots`` (CPU) back; the slots' status is set EMPTY for all freed slots at the end of the step."""
-        request.slot[self._slot_row[slots], self._slot_seed[slots]] = -1
-        self._slot_request[slots] = -1
-        freed = slots.tolist()
-        self._free.extend(freed)
-        self._freed.extend(freed)
+    def _free_slots(self, request: Request, slots: np.ndarray) -> None:
+        """Give ``slots`` back; the slots' status is set EMPTY for all freed slots at the end of the step."""
+        if slots.size == 0:
+            return
+        request.slot[self._row[slots], self._seed[slots]] = -1
+        self._owner[slots] = -1
+        self._is_free[slots] = True
+        self._used -= len(slots)
+        self._freed.append(slots)
 
 
-def _first_of(keys: Tensor) -> tuple[Tensor, Tensor]:
-    """The distinct values of ``keys`` (1-D) and the position of each one's first occurrence."""
-    distinct, inverse = torch.unique(keys, return_inverse=True)
-    positions = torch.arange(len(keys))
-    first = torch.full((len(distinct),), len(keys), dtype=torch.long).scatter_reduce(0, inverse, positions, "amin")
-    return distinct, first
+def _index(values: np.ndarray, device: torch.device) -> Index:
+    """Sorted distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device``."""
+    if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
+        return slice(int(values[0]), int(values[-1]) + 1)
+    return torch.from_numpy(np.ascontiguousarray(values)).to(device)
 
 
-def _most_by(keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+def _gather(x: Tensor, index: np.ndarray) -> np.ndarray:
+    """``x[index]`` on the host."""
+    if x.device.type == "cpu":
+        return x.numpy()[index]
+    return x[torch.from_numpy(index).to(x.device)].cpu().numpy()
+
+
+def _copy_rows(dst: Tensor, dst_rows: np.ndarray, src: Tensor, src_rows: np.ndarray) -> None:
+    """``dst[dst_rows] = src[src_rows]`` (rows of tensors on one device)."""
+    if len(dst_rows) == 0:
+        return
+    if dst.device.type == "cpu" and src.device.type == "cpu":
+        dst.detach().numpy()[dst_rows] = src.numpy()[src_rows]
+        return
+    dst[torch.from_numpy(dst_rows).to(dst.device)] = src[torch.from_numpy(src_rows).to(src.device)]
+
+
+def _most_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of ``keys`` (1-D, sorted) and the largest of ``values`` for each."""
-    distinct, inverse = torch.unique(keys, return_inverse=True)
-    most = torch.zeros(len(distinct), dtype=values.dtype).scatter_reduce(0, inverse, values, "amax", include_self=False)
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    most = np.zeros(len(distinct), dtype=values.dtype)
+    np.maximum.at(most, inverse, values)
     return distinct, most

@@ -4,7 +4,7 @@ A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances
 (q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
 allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
 made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows with torch ops only
-(no host sync), :meth:`Slots.retire` empties them.
+(no host sync; the kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import EMPTY, RUNNING, seed_rng, warp_types
+from ik_layer.engine.kernel import EMPTY, RUNNING, warp_types
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
@@ -35,7 +35,8 @@ class Slots:
             score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
             posture at distance ``d`` from it (as ``ik_layer.solver._Problem._record``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
-        rng: int32 bits of the uint32 restart RNG state; check_cost: cost at the last progress check;
+        rng: int32 bits of the uint32 restart RNG state (its stream offset until the first launch);
+        rng_seed: int32 seed of the restart stream; check_cost: cost at the last progress check;
         age: int32 iterations since the slot's configuration (re)started.
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
@@ -72,6 +73,7 @@ class Slots:
         self.iterations = torch.zeros(n, **count)
         self.status = torch.full((n,), EMPTY, **count)
         self.rng = torch.zeros(n, **count)
+        self.rng_seed = torch.zeros(n, **count)
         self.check_cost = torch.full((n,), torch.inf, **real)
         self.age = torch.zeros(n, **count)
         self.cost = torch.full((n,), torch.inf, **real)
@@ -112,13 +114,13 @@ class Slots:
             (self.iterations, wp.int32),
             (self.status, wp.int32),
             (self.rng, wp.uint32),
+            (self.rng_seed, wp.int32),
             (self.check_cost, f),
             (self.age, wp.int32),
             (self.cost, f),
             (self.best_error, vec2),
         ]
         self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
-        self._rng_view = next(v for (t, _), v in zip(state, self._state_views, strict=True) if t is self.rng)
 
     def chain_arrays(self) -> list[wp.array]:
         """Warp views of the robot's chain, in the kernel's argument order."""
@@ -130,7 +132,7 @@ class Slots:
 
     def admit(
         self,
-        index: Tensor | Sequence[int],
+        index: Tensor | Sequence[int] | slice,
         target: Tensor,
         q: Tensor,
         options: SolveOptions,
@@ -142,47 +144,38 @@ class Slots:
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
 
-        Budgets and tolerances come from ``options``; ``weights`` (k, 6) default to ones; ``posture``
-        (k, dof), if given, is pulled towards in the null space and preferred among successes (None: no
-        posture for these slots). The slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``,
-        the offsets defaulting to the slot indices. Values are not validated (no host sync): check them
-        first, as :func:`ik_layer.solve` does.
+        ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Budgets and tolerances come
+        from ``options``; ``weights`` (k, 6) default to ones; ``posture`` (k, dof), if given, is pulled
+        towards in the null space and preferred among successes (None: no posture for these slots). The
+        slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
+        indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
-        idx = torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
-        k = idx.shape[0]
+        idx = index if isinstance(index, slice) else torch.as_tensor(index, dtype=torch.long, device=self.device)
+        if isinstance(idx, Tensor):
+            idx = idx.reshape(-1)
+        if rng_offset is None:
+            rng_offset = torch.arange(self.capacity, device=self.device)[idx] if isinstance(idx, slice) else idx
         self.target_rot[idx] = target[:, :3, :3]
         self.target_pos[idx] = target[:, :3, 3]
-        self.weights[idx] = torch.ones(k, 6, dtype=self.dtype, device=self.device) if weights is None else weights
-        tolerance = torch.tensor(
-            [options.position_tolerance, options.orientation_tolerance], dtype=self.dtype, device=self.device
-        )
-        self.tolerance[idx] = tolerance.expand(k, 2)
+        self.weights[idx] = 1.0 if weights is None else weights
+        self.tolerance[idx, 0] = options.position_tolerance
+        self.tolerance[idx, 1] = options.orientation_tolerance
         self.budget[idx] = options.max_iterations
         self.restart_after[idx] = options.restart_after
         self.check_every[idx] = options.check_every
-        if posture is None:
-            self.posture[idx] = 0
-            self.has_posture[idx] = 0
-        else:
+        self.has_posture[idx] = 0 if posture is None else 1
+        if posture is not None:
             self.posture[idx] = posture
-            self.has_posture[idx] = 1
         self.q[idx] = q
         self.mu[idx] = _MU_INIT
-        self.best_q[idx] = q
-        self.best_score[idx] = torch.inf
         self.iterations[idx] = 0
-        self.check_cost[idx] = torch.inf
-        self.cost[idx] = torch.inf
-        self.best_error[idx] = torch.inf
-        self.age[idx] = 0
-        offset = idx if rng_offset is None else torch.as_tensor(rng_offset, dtype=torch.long, device=self.device)
-        seed_rng(self._rng_view, idx, offset.reshape(-1), seed)
+        self.rng[idx] = torch.as_tensor(rng_offset, dtype=torch.int32, device=self.device).reshape(-1)
+        self.rng_seed[idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
         self.status[idx] = RUNNING
 
     def retire(self, index: Tensor | Sequence[int]) -> None:
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
-        idx = torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
-        self.status[idx] = EMPTY
+        self.status[torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)] = EMPTY
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
