@@ -56,3 +56,11 @@ class FrameNotFound(IKLayerError):
     def __init__(self, name: str, available: Iterable[str]) -> None:
         super().__init__(_listing("frame", name, available))
         self.name = name
+
+
+class JointNotFound(IKLayerError):
+    """The robot model has no joint of that name."""
+
+    def __init__(self, name: str, available: Iterable[str], argument: str = "joint") -> None:
+        super().__init__(f"{argument}: " + _listing("joint", name, available))
+        self.name = name

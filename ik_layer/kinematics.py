@@ -19,29 +19,20 @@ so the loop needs no branch on the joint type.
 from __future__ import annotations
 
 import operator
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 import numpy as np
 import pinocchio as pin
 import torch
 from torch import Tensor, nn
 
-from ik_layer.exceptions import (
-    DeviceError,
-    DTypeError,
-    FrameNotFound,
-    IKLayerError,
-    NonFiniteError,
-    RobotNotFound,
-    ShapeError,
-    UnsupportedModelError,
-)
+from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
+from ik_layer.joints import frame_id, motion_axis, select_joints
 from ik_layer.lie import as_transform
-from ik_layer.robots import REGISTRY
+from ik_layer.limits import joint_limits
+from ik_layer.sources import read_model
 
 __all__ = ["Robot", "chain_kinematics", "load_robot"]
 
@@ -113,16 +104,20 @@ def chain_kinematics(
 class Robot(nn.Module):
     """A serial chain from the base to one end-effector frame, with batched FK and Jacobians.
 
-    Coordinates: one per degree of freedom (angle [rad] or displacement [m]) in
-    Pinocchio's joint order; continuous joints use a single angle.
+    Coordinates: one per moving joint (angle [rad] or displacement [m]) in Pinocchio's joint
+    order; continuous joints use a single angle. By default the moving joints are those between
+    the base and ``ee_frame``; the others are locked (see :mod:`ik_layer.joints`). Limits follow
+    :mod:`ik_layer.limits` (huge ones read as unbounded).
 
     Attributes:
-        name: robot name (built-in name or URDF model name).
+        name: robot name (built-in name or model name).
         dof: number of coordinates.
         joint_names: names of the joints carrying the coordinates, in order.
         ee_frame: name of the end-effector frame.
         lower, upper: (dof,) joint limits [rad or m]; continuous joints get (-pi, pi].
         continuous: (dof,) bool, joints without limits (wrapped to (-pi, pi]).
+        model: Pinocchio model of the moving joints (locked joints folded into fixed placements).
+        full_model: the Pinocchio model as loaded, every joint included (see :meth:`to_full_pinocchio_q`).
     """
 
     lower: Tensor
@@ -130,23 +125,31 @@ class Robot(nn.Module):
     continuous: Tensor
 
     def __init__(
-        self, model: pin.Model, ee_frame: str, *, name: str | None = None, mimic_joints: frozenset[str] = frozenset()
+        self,
+        model: pin.Model,
+        ee_frame: str | None = None,
+        *,
+        name: str | None = None,
+        mimic_joints: frozenset[str] = frozenset(),
+        active_joints: Sequence[str] | None = None,
+        locked: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(model, pin.Model):
             raise IKLayerError(f"model must be a pinocchio.Model, got {type(model).__name__}")
-        if not isinstance(ee_frame, str):
-            raise IKLayerError(f"ee_frame must be a frame name (str), got {type(ee_frame).__name__}")
-        joints = _check_joints(model)
+        if not isinstance(ee_frame, (str, type(None))):
+            raise IKLayerError(f"ee_frame must be a frame name (str) or None, got {type(ee_frame).__name__}")
+        selection = select_joints(model, ee_frame, mimic_joints, active_joints, locked)
+        self.full_model = model
+        model = self.model = selection.model
         self.name = name or model.name
-        self.model = model
         self.dof = model.nv
-        self.joint_names = [model.names[j] for j in joints for _ in range(model.joints[j].nv)]
-        frame_id = _frame_id(model, ee_frame)
-        self.ee_frame = ee_frame
-        frame = model.frames[frame_id]
-
-        lower, upper, continuous = _limits(model, joints)
+        self.nq = model.nq
+        joints = list(range(1, model.njoints))
+        self.joint_names = [model.names[j] for j in joints]
+        self.ee_frame = selection.ee_frame
+        revolute = [bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in joints]
+        lower, upper, continuous = joint_limits(model, joints, revolute)
         self.register_buffer("lower", lower)
         self.register_buffer("upper", upper)
         self.register_buffer("continuous", continuous)
@@ -154,15 +157,11 @@ class Robot(nn.Module):
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
         self.register_buffer("_sin_index", sin_index)
-        self.nq = model.nq
+        self.register_buffer("_full_reference", torch.tensor(selection.reference, dtype=torch.float64))
+        self.register_buffer("_full_q_index", _full_q_index(self.full_model, model))
 
+        frame = model.frames[frame_id(model, self.ee_frame)]
         chain = [j for j in model.supports[frame.parentJoint] if j != 0]
-        coupled = sorted(mimic_joints.intersection(model.names[j] for j in chain))
-        if coupled:
-            raise UnsupportedModelError(
-                f"mimic joints {coupled} lie between the base and {ee_frame!r}; ik-layer does not support "
-                "mimic joints in the chain (mimic joints elsewhere load as independent coordinates)"
-            )
         self.register_buffer("_chain_cols", torch.tensor([model.joints[j].idx_v for j in chain], dtype=torch.long))
         for key, value in _chain_buffers(model, chain, frame.placement).items():
             self.register_buffer(key, value)
@@ -301,6 +300,13 @@ class Robot(nn.Module):
         out[..., self._sin_index[rotary]] = torch.sin(q[..., rotary])
         return out
 
+    def to_full_pinocchio_q(self, q: Tensor) -> Tensor:
+        """Configuration (..., full_model.nq) of :attr:`full_model` at ``q`` (..., dof), locked joints held."""
+        moving = self.to_pinocchio_q(q)
+        full = self._full_reference.expand(*moving.shape[:-1], -1).clone()
+        full[..., self._full_q_index] = moving
+        return full
+
     def random_q(self, shape: int | Sequence[int] = (), generator: torch.Generator | None = None) -> Tensor:
         """Uniform random configurations (*shape, dof) inside the joint limits; finite even for huge limits."""
         size = _check_shape(shape)
@@ -366,59 +372,6 @@ def _check_shape(shape: object, name: str = "shape") -> tuple[int, ...]:
     return size
 
 
-def _check_joints(model: pin.Model) -> list[int]:
-    """Indices of the model's joints (universe excluded); unsupported joint types raise."""
-    joints = list(range(1, model.njoints))
-    for j in joints:
-        jm = model.joints[j]
-        kind = jm.shortname()
-        if jm.nv != 1 or jm.nq not in (1, 2) or "Mimic" in kind:
-            raise UnsupportedModelError(
-                f"joint {model.names[j]!r} is a {kind}; ik-layer supports revolute, continuous, prismatic "
-                "and fixed joints only"
-            )
-        v, w = _motion_axis(jm)
-        if np.linalg.norm(v) > 1e-12 and np.linalg.norm(w) > 1e-12:
-            raise UnsupportedModelError(f"joint {model.names[j]!r} ({kind}) is helical; not supported")
-    return joints
-
-
-def _motion_axis(jm: pin.JointModel) -> tuple[np.ndarray, np.ndarray]:
-    """Linear and angular parts of a one-dof joint's motion subspace."""
-    data = jm.createData()
-    q_neutral = np.array([1.0, 0.0]) if jm.nq == 2 else np.zeros(1)
-    jm.calc(data, q_neutral)
-    s = np.asarray(data.S).reshape(6)
-    return s[:3], s[3:]
-
-
-def _frame_id(model: pin.Model, name: str) -> int:
-    names = [f.name for f in model.frames]
-    if name not in names:
-        raise FrameNotFound(name, dict.fromkeys(names))
-    return names.index(name)
-
-
-def _limits(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor]:
-    lower, upper, continuous = [], [], []
-    for j in joints:
-        jm = model.joints[j]
-        is_continuous = jm.nq == 2
-        continuous.append(is_continuous)
-        if is_continuous:
-            lower.append(-np.pi)
-            upper.append(np.pi)
-        else:
-            lower.append(float(model.lowerPositionLimit[jm.idx_q]))
-            upper.append(float(model.upperPositionLimit[jm.idx_q]))
-    limits = zip(joints, lower, upper, strict=True)
-    bad = [model.names[j] for j, a, b in limits if not (np.isfinite([a, b]).all() and a <= b)]
-    if bad:
-        raise UnsupportedModelError(f"joints {bad} have no finite limits (lower <= upper) in the model")
-    lo, hi = torch.tensor(lower, dtype=torch.float64), torch.tensor(upper, dtype=torch.float64)
-    return lo, hi, torch.tensor(continuous)
-
-
 def _pinocchio_indices(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor]:
     """Index maps from our coordinates into Pinocchio's q: direct, cos and sin slots (-1: none)."""
     direct, cos_slot, sin_slot = [], [], []
@@ -440,7 +393,7 @@ def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str
     rot, rot_k, rot_k2, pos, slide, axis, revolute = [], [], [], [], [], [], []
     for j in chain:
         placement = model.jointPlacements[j]
-        v, w = _motion_axis(model.joints[j])
+        v, w = motion_axis(model.joints[j])
         is_revolute = bool(np.linalg.norm(w) > 1e-12)
         unit = w if is_revolute else v
         k = np.cross(np.eye(3), w)  # skew(w): row i is e_i x w; zero for prismatic joints
@@ -465,69 +418,57 @@ def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str
     }
 
 
+def _full_q_index(full: pin.Model, model: pin.Model) -> Tensor:
+    """Positions in ``full``'s configuration of the entries of ``model``'s (a reduction of ``full``)."""
+    index = []
+    for j in range(1, model.njoints):
+        jm, jf = model.joints[j], full.joints[full.getJointId(model.names[j])]
+        index += range(jf.idx_q, jf.idx_q + jm.nq)
+    return torch.tensor(index, dtype=torch.long)
+
+
 def load_robot(
     name_or_path: str | Path,
     ee_frame: str | None = None,
     *,
+    active_joints: Sequence[str] | None = None,
+    locked: Mapping[str, float] | None = None,
     dtype: torch.dtype | str | None = torch.float64,
     device: str | torch.device | None = "cpu",
 ) -> Robot:
-    """Load a built-in robot by name, or any URDF file by path.
+    """Load a built-in robot by name, a URDF, MJCF or xacro file by path, or URDF / MJCF text.
 
     Args:
-        name_or_path: a built-in name (see :func:`robots.builtin_robots`) or a path to a URDF file.
-        ee_frame: end-effector frame; default: the built-in robot's, or the URDF's last link.
+        name_or_path: a built-in name (see :func:`robots.builtin_robots`), a path (``.xacro`` files need
+            ``pip install 'ik-layer[xacro]'``; MJCF is recognised by its ``<mujoco>`` root), or a string
+            holding the XML itself. Meshes are never read.
+        ee_frame: end-effector frame; default: the built-in robot's, else the end of the longest chain
+            of joints the robot can move (ties: the last such frame of the model).
+        active_joints: the joints the solver moves; default: those between the base and ``ee_frame``
+            that are not in ``locked``.
+        locked: values [rad or m] of joints held fixed; other joints that do not move stay at 0
+            (Pinocchio's neutral configuration).
         dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
             None keeps float64.
         device: device of the robot's tensors; None keeps the CPU.
 
     Raises:
-        RobotNotFound: neither a built-in name nor an existing file.
-        UnsupportedModelError: malformed URDF or unsupported joints.
-        FrameNotFound: ``ee_frame`` is not a frame of the model (the message lists them).
+        RobotNotFound: neither a built-in name, XML text nor an existing file.
+        UnsupportedModelError: a model the parser refuses (its reason included), a moving joint of an
+            unsupported type (mimic, planar, ...), or no moving joint under ``ee_frame``.
+        FrameNotFound, JointNotFound: ``ee_frame`` or a joint name is not in the model (the message lists them).
         DTypeError, DeviceError: unsupported ``dtype``; malformed or unavailable ``device``.
-        IKLayerError: arguments of the wrong type.
+        IKLayerError: arguments of the wrong type; a xacro file without the xacro package.
     """
-    if not isinstance(name_or_path, (str, os.PathLike)):
-        raise IKLayerError(
-            f"name_or_path must be a built-in robot name or a URDF path (str or Path), "
-            f"got {type(name_or_path).__name__}"
-        )
     dtype = _check_dtype(dtype) if dtype is not None else None
     device = _check_device(device) if device is not None else None
-    spec = REGISTRY.get(str(name_or_path))
-    path = spec.urdf if spec else Path(name_or_path)
-    if spec is None and not _is_file(path):
-        raise RobotNotFound(str(name_or_path), REGISTRY)
-    try:
-        model = pin.buildModelFromUrdf(str(path))
-    except (RuntimeError, ValueError) as err:
-        raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
-    if ee_frame is None:
-        ee_frame = spec.ee_frame if spec else _last_body(model)
-    robot = Robot(model, ee_frame, name=spec.name if spec else model.name, mimic_joints=_mimic_joints(path))
+    source = read_model(name_or_path)
+    robot = Robot(
+        source.model,
+        source.ee_frame if ee_frame is None else ee_frame,
+        name=source.name,
+        mimic_joints=source.mimic_joints,
+        active_joints=active_joints,
+        locked=locked,
+    )
     return robot.to(device=device, dtype=dtype)
-
-
-def _is_file(path: Path) -> bool:
-    """Whether ``path`` is an existing file; False for names the OS refuses (too long, ...)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _mimic_joints(path: Path) -> frozenset[str]:
-    """Names of the joints a URDF declares as mimicking another (Pinocchio loads them as free joints)."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError) as err:
-        raise UnsupportedModelError(f"could not parse URDF {str(path)!r}: {err}") from err
-    return frozenset(j.get("name", "") for j in root.iter("joint") if j.find("mimic") is not None)
-
-
-def _last_body(model: pin.Model) -> str:
-    bodies = [f.name for f in model.frames if f.type == pin.FrameType.BODY]
-    if not bodies:
-        raise UnsupportedModelError("the URDF has no links to use as end-effector frame")
-    return bodies[-1]

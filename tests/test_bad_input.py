@@ -275,7 +275,7 @@ def test_random_q_with_huge_limits_is_finite_and_inside(write_urdf, dtype):
     assert torch.isfinite(q).all()
     assert ((q >= robot.lower) & (q <= robot.upper)).all()
     assert (q[:, 0] < 0).any() and (q[:, 0] > 0).any()  # spread over the whole range, not stuck at a bound
-    assert q[:, 0].abs().max() > 1e37
+    assert robot.continuous.all()  # limits beyond ±1e6 read as unbounded: the joints wrap (ik_layer.limits)
 
 
 @pytest.mark.parametrize("dtype", [F64, F32], ids=str)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 import pytest
 import torch
 
@@ -19,6 +20,9 @@ N_ORACLE = 1000  # configurations compared with Pinocchio, per robot and frame
 N_AUTOGRAD = 64  # configurations compared with jacrev / finite differences
 
 
+ALL_TINY_JOINTS = ("j_cont", "j_side", "j_off", "j_prism", "j_neg", "j_cont_off")
+
+
 @dataclass(frozen=True)
 class Case:
     """A robot to check: a built-in name, an example-robot-data URDF, or the tiny URDF above."""
@@ -27,18 +31,34 @@ class Case:
     erd: str | None = None
     tiny: bool = False
     ee_frame: str | None = None
+    active_joints: tuple[str, ...] | None = None
+    locked: dict[str, float] | None = None
 
 
 CASES = {
     **{f"builtin-{n}": Case(name=n) for n in ik_layer.builtin_robots()},
     "erd-ur5": Case(erd="ur_description/urdf/ur5_robot.urdf"),
-    "erd-panda-hand": Case(erd="panda_description/urdf/panda.urdf"),  # 9 dof, fingers off the chain
+    "erd-panda-default": Case(erd="panda_description/urdf/panda.urdf"),  # the longest chain: to the left finger
+    "erd-panda-all-joints": Case(  # 9 dof, the fingers off the chain
+        erd="panda_description/urdf/panda.urdf",
+        ee_frame="panda_hand",
+        active_joints=(*(f"panda_joint{i}" for i in range(1, 8)), "panda_finger_joint1", "panda_finger_joint2"),
+    ),
+    "erd-talos-arm-torso-locked": Case(
+        erd="talos_data/robots/talos_reduced.urdf",
+        ee_frame="gripper_left_base_link",
+        locked={"torso_1_joint": 0.3, "torso_2_joint": -0.2},
+    ),
+    "erd-baxter-right-arm": Case(erd="baxter_description/urdf/baxter.urdf", ee_frame="right_gripper"),
+    "erd-anymal-c-shared-names": Case(erd="anymal_c_simple_description/urdf/anymal.urdf"),  # links named as joints
     "erd-panda-finger": Case(erd="panda_description/urdf/panda.urdf", ee_frame="panda_leftfinger"),
     "erd-kinova-continuous": Case(erd="kinova_description/robots/kinova.urdf"),
     "erd-xarm7": Case(erd="xarm_description/urdf/xarm7.urdf"),
     "tiny-tool": Case(tiny=True, ee_frame="tool"),
     "tiny-mid-fixed": Case(tiny=True, ee_frame="l2b"),
     "tiny-side-branch": Case(tiny=True, ee_frame="side_tip"),
+    "tiny-all-joints": Case(tiny=True, ee_frame="l2b", active_joints=ALL_TINY_JOINTS),
+    "tiny-locked": Case(tiny=True, ee_frame="tool", locked={"j_off": 0.7, "j_cont_off": -2.5}),
 }
 
 
@@ -51,6 +71,7 @@ def source(case: Case, erd_urdf, tiny_urdf) -> str | Path:
 @dataclass
 class Oracle:
     robot: ik_layer.Robot
+    case: Case
     source: str | Path
     q: torch.Tensor  # (N_ORACLE, dof) float64, inside the limits
     pose: np.ndarray
@@ -61,10 +82,10 @@ class Oracle:
 def oracle(request, erd_urdf, tiny_urdf, pin_reference) -> Oracle:
     case = CASES[request.param]
     src = source(case, erd_urdf, tiny_urdf)
-    robot = ik_layer.load_robot(src, case.ee_frame)
+    robot = ik_layer.load_robot(src, case.ee_frame, active_joints=case.active_joints, locked=case.locked)
     q = robot.random_q((N_ORACLE,), generator=torch.Generator().manual_seed(7))
     pose, jac = pin_reference(robot, q)
-    return Oracle(robot, src, q, pose, jac)
+    return Oracle(robot, case, src, q, pose, jac)
 
 
 # --------------------------------------------------------------------------- against Pinocchio
@@ -80,11 +101,39 @@ def test_fk_jacobian_matches_pinocchio_float64(oracle):
 
 
 def test_fk_jacobian_matches_pinocchio_float32(oracle):
-    robot32 = ik_layer.load_robot(oracle.source, oracle.robot.ee_frame, dtype=F32)
+    case = oracle.case
+    robot32 = ik_layer.load_robot(
+        oracle.source, case.ee_frame, active_joints=case.active_joints, locked=case.locked, dtype=F32
+    )
     pose, jac = robot32.fk_jacobian(oracle.q.to(F32))
     assert pose.dtype == jac.dtype == F32
     np.testing.assert_allclose(pose.double().numpy(), oracle.pose, atol=1e-4, rtol=0)
     np.testing.assert_allclose(jac.double().numpy(), oracle.jac, atol=1e-4, rtol=0)
+
+
+def test_fk_jacobian_match_pinocchio_on_the_full_model(oracle):
+    """Locked joints are folded into fixed placements: the full model at the mapped configuration agrees."""
+    robot, full = oracle.robot, oracle.robot.full_model
+    q = oracle.q[:100]
+    q_full = robot.to_full_pinocchio_q(q).numpy()
+    data, frame = full.createData(), full.getFrameId(robot.ee_frame)
+    cols = [full.joints[full.getJointId(n)].idx_v for n in robot.joint_names]
+    pose, jac = robot.fk_jacobian(q)
+    for i, qi in enumerate(q_full):
+        pin.forwardKinematics(full, data, qi)
+        pin.updateFramePlacements(full, data)
+        np.testing.assert_allclose(pose[i].numpy(), data.oMf[frame].homogeneous, atol=1e-10, rtol=0)
+        j_full = pin.computeFrameJacobian(full, data, qi, frame, pin.LOCAL_WORLD_ALIGNED)
+        np.testing.assert_allclose(jac[i].numpy(), j_full[:, cols], atol=1e-10, rtol=0)
+    locked = np.ones(full.nq, dtype=bool)
+    for n in robot.joint_names:
+        jm = full.joints[full.getJointId(n)]
+        locked[jm.idx_q : jm.idx_q + jm.nq] = False
+    np.testing.assert_array_equal(q_full[:, locked], np.broadcast_to(q_full[0, locked], q_full[:, locked].shape))
+    for name, value in (oracle.case.locked or {}).items():
+        jm = full.joints[full.getJointId(name)]
+        expected = [np.cos(value), np.sin(value)] if jm.nq == 2 else [value]
+        np.testing.assert_allclose(q_full[:, jm.idx_q : jm.idx_q + jm.nq], np.tile(expected, (len(q), 1)), rtol=0)
 
 
 def test_robot_description(oracle):
@@ -96,7 +145,9 @@ def test_robot_description(oracle):
     assert robot.ee_frame in [f.name for f in model.frames]
     q_pin = robot.to_pinocchio_q(oracle.q[:3])
     assert q_pin.shape == (3, model.nq)
-    assert model.nq == robot.dof + int(robot.continuous.sum())
+    two = torch.tensor([model.joints[model.getJointId(n)].nq == 2 for n in robot.joint_names], dtype=torch.bool)
+    assert model.nq == robot.dof + int(two.sum())
+    assert robot.continuous[two].all()  # Pinocchio's continuous joints wrap (so do revolute ones of huge range)
 
 
 # --------------------------------------------------------------------------- against autograd
@@ -214,8 +265,15 @@ def test_load_robot_dtype_and_limits_follow():
     assert robot.continuous.dtype == torch.bool
 
 
-def test_tiny_urdf_structure(tiny_urdf):
+def test_tiny_urdf_default_moves_the_chain_only(tiny_urdf):
     robot = ik_layer.load_robot(tiny_urdf, "tool")
+    assert robot.joint_names == ["j_cont", "j_off", "j_prism", "j_neg", "j_cont_off"]
+    side = ik_layer.load_robot(tiny_urdf, "side_tip")
+    assert side.joint_names == ["j_cont", "j_side"] and side.model.nv == 2 and side.full_model.nv == 6
+
+
+def test_tiny_urdf_structure(tiny_urdf):
+    robot = ik_layer.load_robot(tiny_urdf, "tool", active_joints=ALL_TINY_JOINTS)
     names = robot.joint_names  # Pinocchio's (depth-first) order
     assert sorted(names) == sorted(["j_cont", "j_side", "j_off", "j_prism", "j_neg", "j_cont_off"])
     col = {n: i for i, n in enumerate(names)}
@@ -237,7 +295,7 @@ def test_tiny_urdf_structure(tiny_urdf):
 
 
 def test_continuous_joint_is_periodic(tiny_urdf):
-    robot = ik_layer.load_robot(tiny_urdf, "tool")
+    robot = ik_layer.load_robot(tiny_urdf, "tool", active_joints=ALL_TINY_JOINTS)
     q = robot.random_q((10,), generator=torch.Generator().manual_seed(3))
     shifted = q.clone()
     for name, turns in (("j_cont", 1), ("j_cont_off", -2)):
@@ -334,11 +392,14 @@ UNSUPPORTED = """<robot name="r"><link name="a"/><link name="b"/><link name="c"/
 
 
 @pytest.mark.parametrize("kind", ["floating", "planar"])
-def test_unsupported_joint(write_urdf, kind):
+def test_unsupported_joint_in_the_chain_is_refused_off_it_loads(write_urdf, kind):
     path = write_urdf(UNSUPPORTED.format(kind=kind))
-    with pytest.raises(UnsupportedModelError, match="'bad'") as info:
-        ik_layer.load_robot(path, "b")  # even when the bad joint is off the chain
+    with pytest.raises(UnsupportedModelError, match="joint 'bad' is a JointModel") as info:
+        ik_layer.load_robot(path, "c")
     assert isinstance(info.value, ValueError)
+    robot = ik_layer.load_robot(path, "b")
+    assert robot.joint_names == ["ok"] and robot.full_model.nv > 1
+    assert ik_layer.load_robot(path).ee_frame == "b"  # the default frame avoids the unsupported joint
 
 
 def test_every_error_is_a_value_error():
@@ -357,7 +418,12 @@ def test_mimic_joint_in_chain_is_refused_elsewhere_loads(tmp_path):
     )
     with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
         ik_layer.load_robot(urdf, "c")
-    assert ik_layer.load_robot(urdf, "b").dof == 2
+    assert ik_layer.load_robot(urdf, "b").dof == 1
+    assert ik_layer.load_robot(urdf, "b", active_joints=["j1", "j2"]).joint_names == ["j1", "j2"]
+    with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
+        ik_layer.load_robot(urdf, "c", active_joints=["j1", "j2"])
+    assert ik_layer.load_robot(urdf, "c", locked={"j2": 0.5}).joint_names == ["j1"]
+    assert ik_layer.load_robot(urdf).ee_frame == "b"  # never below a mimic joint
 
 
 def test_unchecked_kinematics_works_under_vmap_and_matches_fk_jacobian():

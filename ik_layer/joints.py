@@ -1,0 +1,191 @@
+"""Which joints of a Pinocchio model a :class:`~ik_layer.Robot` moves, and its default end-effector frame.
+
+By default a robot moves the joints between its base and its end-effector frame; every other joint
+is locked, at its value in ``locked`` or else at Pinocchio's neutral configuration (0 for revolute
+and prismatic joints), and folded into the fixed placements by ``pinocchio.buildReducedModel``.
+``active_joints`` names the moving joints instead. Only moving joints need a supported type
+(revolute, continuous or prismatic, not mimicking another).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from ik_layer.exceptions import FrameNotFound, IKLayerError, JointNotFound, UnsupportedModelError
+
+__all__ = ["JointSelection", "frame_id", "motion_axis", "select_joints"]
+
+_FRAME_KINDS = (pin.FrameType.BODY, pin.FrameType.OP_FRAME)  # links and sites: what a user names as end-effector
+
+
+@dataclass(frozen=True)
+class JointSelection:
+    """The moving joints of a model.
+
+    Attributes:
+        ee_frame: the end-effector frame.
+        model: the model of the moving joints (the locked ones folded into fixed placements).
+        reference: a configuration of the full model holding the locked joints' values.
+    """
+
+    ee_frame: str
+    model: pin.Model
+    reference: np.ndarray
+
+
+def select_joints(
+    model: pin.Model,
+    ee_frame: str | None,
+    mimic_joints: frozenset[str] = frozenset(),
+    active_joints: Sequence[str] | None = None,
+    locked: Mapping[str, float] | None = None,
+) -> JointSelection:
+    """The joints a robot on ``model`` moves towards ``ee_frame`` (see the module docstring).
+
+    ``ee_frame`` None picks the end of the longest chain of joints the robot can move (ties: the last
+    such frame of the model). Raises FrameNotFound, JointNotFound, UnsupportedModelError (a moving
+    joint of an unsupported type, or no moving joint under ``ee_frame``) or IKLayerError (arguments).
+    """
+    reference = _reference(model, locked or {})
+    free = _free_joints(model, active_joints, locked or {})
+    blocked = {j for j in free if _unsupported(model, j) or model.names[j] in mimic_joints}
+    frames = _movable_frames(model, free, blocked)
+    if ee_frame is None:
+        if not frames:
+            raise UnsupportedModelError(f"no frame of {model.name!r} has a joint the robot can move above it")
+        ee_frame = model.frames[max(frames, key=lambda f: (frames[f], f))].name
+    chain = _chain(model, frame_id(model, ee_frame))
+    active = sorted(free) if active_joints is not None else [j for j in chain if j in free]
+    _check_active(model, ee_frame, chain, active, mimic_joints)
+    if not set(chain) & set(active):
+        candidates = ", ".join(model.frames[f].name for f in sorted(frames)) or "(none)"
+        raise UnsupportedModelError(
+            f"no joint moves between the base and {ee_frame!r}; frames with a moving joint above them: {candidates}"
+        )
+    lock = [j for j in range(1, model.njoints) if j not in active]
+    return JointSelection(ee_frame, _reduced(model, lock, reference), reference)
+
+
+def _free_joints(model: pin.Model, active_joints: Sequence[str] | None, locked: Mapping[str, float]) -> set[int]:
+    """Joints that may move: ``active_joints`` if given, else every joint not in ``locked``."""
+    if active_joints is None:
+        return set(range(1, model.njoints)) - {model.getJointId(n) for n in locked}
+    names = _names(active_joints, "active_joints")
+    clash = sorted(set(names) & set(locked))
+    if clash:
+        raise IKLayerError(f"joints {clash} are both in active_joints and in locked")
+    return {_joint_id(model, n, "active_joints") for n in names}
+
+
+def _check_active(model: pin.Model, ee_frame: str, chain: list[int], active: list[int], mimic: frozenset[str]) -> None:
+    """Raise unless every active joint has a supported type and none in the chain mimics another."""
+    for j in active:
+        reason = _unsupported(model, j)
+        if reason:
+            raise UnsupportedModelError(f"joint {model.names[j]!r} {reason}; lock it or choose another ee_frame")
+    coupled = [model.names[j] for j in chain if j in active and model.names[j] in mimic]
+    if coupled:
+        raise UnsupportedModelError(
+            f"mimic joints {coupled} lie between the base and {ee_frame!r}; ik-layer does not support mimic "
+            "joints in the chain (lock them, or choose a frame off their branch)"
+        )
+
+
+def _reduced(model: pin.Model, lock: list[int], reference: np.ndarray) -> pin.Model:
+    """``pin.buildReducedModel``, which refuses models where frames share a name: they are renamed meanwhile
+    (joint frames excepted: they name their joints)."""
+    if not lock:
+        return model
+    counts = Counter(frame.name for frame in model.frames)
+    work, clash, renamed = pin.Model(model), {n for n, k in counts.items() if k > 1}, {}
+    for f in range(len(work.frames)):
+        frame = work.frames[f]
+        if frame.name in clash and frame.type != pin.FrameType.JOINT:
+            renamed[f"{frame.name}#{f}"] = frame.name
+            frame.name = f"{frame.name}#{f}"
+    reduced = pin.buildReducedModel(work, lock, reference)
+    for f in range(len(reduced.frames)):
+        frame = reduced.frames[f]
+        frame.name = renamed.get(frame.name, frame.name)
+    return reduced
+
+
+def motion_axis(jm: pin.JointModel) -> tuple[np.ndarray, np.ndarray]:
+    """Linear and angular parts of a one-dof joint's motion subspace."""
+    data = jm.createData()
+    q_neutral = np.array([1.0, 0.0]) if jm.nq == 2 else np.zeros(1)
+    jm.calc(data, q_neutral)
+    s = np.asarray(data.S).reshape(6)
+    return s[:3], s[3:]
+
+
+def _unsupported(model: pin.Model, j: int) -> str | None:
+    """Why joint ``j`` cannot move in a robot (None if it can)."""
+    jm = model.joints[j]
+    kind = jm.shortname()
+    if jm.nv != 1 or jm.nq not in (1, 2) or "Mimic" in kind:
+        return f"is a {kind}; ik-layer moves revolute, continuous and prismatic joints only"
+    v, w = motion_axis(jm)
+    if np.linalg.norm(v) > 1e-12 and np.linalg.norm(w) > 1e-12:
+        return f"({kind}) is helical; not supported"
+    return None
+
+
+def _chain(model: pin.Model, frame_id: int) -> list[int]:
+    """Joints from the base to frame ``frame_id``, root first (the universe excluded)."""
+    return [j for j in model.supports[model.frames[frame_id].parentJoint] if j != 0]
+
+
+def _movable_frames(model: pin.Model, free: set[int], blocked: set[int]) -> dict[int, int]:
+    """Links and sites with a free joint above them and no blocked one: frame id -> number of free joints."""
+    found = {}
+    for f, frame in enumerate(model.frames):
+        chain = _chain(model, f)
+        moving = sum(j in free for j in chain)
+        if frame.type in _FRAME_KINDS and moving and not blocked.intersection(chain):
+            found[f] = moving
+    return found
+
+
+def frame_id(model: pin.Model, name: str) -> int:
+    """Index of the first frame named ``name`` (a fixed joint and its child link may share a name)."""
+    names = [f.name for f in model.frames]
+    if name not in names:
+        raise FrameNotFound(name, dict.fromkeys(names))
+    return names.index(name)
+
+
+def _joint_id(model: pin.Model, name: str, argument: str) -> int:
+    if not model.existJointName(name) or name == "universe":
+        raise JointNotFound(name, model.names[1:], argument)
+    return model.getJointId(name)
+
+
+def _names(names: object, argument: str) -> list[str]:
+    """``names`` as a list of str; a lone string or other objects raise."""
+    if isinstance(names, str) or not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+        raise IKLayerError(f"{argument} must be a sequence of joint names, got {names!r}")
+    return list(names)
+
+
+def _reference(model: pin.Model, locked: Mapping[str, float]) -> np.ndarray:
+    """Pinocchio's neutral configuration of ``model`` with the one-dof ``locked`` joints at their values."""
+    if not isinstance(locked, Mapping):
+        raise IKLayerError(f"locked must be a mapping of joint names to values, got {type(locked).__name__}")
+    q = pin.neutral(model)
+    for name, value in locked.items():
+        jm = model.joints[_joint_id(model, name, "locked")]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+            raise IKLayerError(f"locked[{name!r}] must be a finite number [rad or m], got {value!r}")
+        if jm.nv != 1:
+            raise UnsupportedModelError(
+                f"locked joint {name!r} is a {jm.shortname()}; only one-dof joints take a value"
+            )
+        q[jm.idx_q : jm.idx_q + jm.nq] = [np.cos(value), np.sin(value)] if jm.nq == 2 else [value]
+    return q
