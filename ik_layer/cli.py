@@ -120,11 +120,37 @@ def _robot_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``fk`` and ``solve``: robot, frame, device, dtype, invalid-row policy."""
     parser.add_argument("robot", help=f"built-in robot ({', '.join(sorted(REGISTRY))}) or a URDF path")
     parser.add_argument("--ee-frame", help="end-effector frame (default: the robot's)")
+    parser.add_argument(
+        "--active-joints", type=_names, help="comma-separated joints the solver moves (default: the chain's)"
+    )
+    parser.add_argument(
+        "--locked",
+        type=_locked_joint,
+        action="append",
+        default=[],
+        metavar="JOINT=VALUE",
+        help="hold a joint at a value [rad or m] (repeatable)",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="(default cpu)")
     parser.add_argument("--dtype", choices=tuple(_DTYPES), default="float64", help="(default float64)")
     parser.add_argument(
         "--on-invalid", choices=("skip", "error"), default="error", help="rows with NaN values: skip or refuse"
     )
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _locked_joint(text: str) -> tuple[str, float]:
+    """``JOINT=VALUE`` -> ``(JOINT, VALUE)``."""
+    name, sep, value = text.partition("=")
+    try:
+        if not (sep and name.strip()):
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected JOINT=VALUE (a number), got {text!r}") from None
 
 
 def _positive(text: str) -> int:
@@ -300,8 +326,15 @@ def _print_summary(chunks: list[IKResult], seconds: float, output: Path) -> None
 
 
 def _robot(args: argparse.Namespace) -> Robot:
-    """Load ``args.robot`` on the requested device and dtype."""
-    return load_robot(args.robot, args.ee_frame, dtype=_DTYPES[args.dtype], device=_device(args.device))
+    """Load ``args.robot`` with its frame and joints, on the requested device and dtype."""
+    return load_robot(
+        args.robot,
+        args.ee_frame,
+        active_joints=args.active_joints,
+        locked=dict(args.locked) or None,
+        dtype=_DTYPES[args.dtype],
+        device=_device(args.device),
+    )
 
 
 def _device(choice: str) -> torch.device:

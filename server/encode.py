@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from torch import Tensor
 
 from ik_layer import Robot
@@ -51,4 +53,20 @@ def robot_info(robot: Robot) -> RobotInfo:
         lower=robot.lower.tolist(),
         upper=robot.upper.tolist(),
         ee_frame=robot.ee_frame,
+        locked=_locked(robot),
     )
+
+
+def _locked(robot: Robot) -> dict[str, float]:
+    """The one-coordinate joints of the full model that are not the robot's, at the values they are held at."""
+    model = robot.full_model
+    full_q = robot.to_full_pinocchio_q(robot.lower.new_zeros(robot.dof)).tolist()
+    held: dict[str, float] = {}
+    for joint, name in zip(model.joints[1:], model.names[1:], strict=True):
+        if name in robot.joint_names:
+            continue
+        if joint.nq == 1:
+            held[name] = full_q[joint.idx_q]
+        elif joint.nq == 2 and joint.nv == 1:  # continuous: (cos, sin)
+            held[name] = math.atan2(full_q[joint.idx_q + 1], full_q[joint.idx_q])
+    return held

@@ -1,42 +1,90 @@
-"""Robots at start-up: parse the robot specs of the settings, load each robot, warm it up."""
+"""Robots at start-up: parse the robot specs of the settings, load each robot, warm it up.
+
+A spec is a built-in name (``"ur5e"``), a model file with an optional end-effector frame
+(``"arm.urdf:tool0"``; URDF, MJCF ``.xml`` or ``.xacro``), or ``"@robots.json"``: a JSON list of
+:class:`RobotSpec` objects, for what a string cannot say (a name of its own, active or locked joints).
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import ik_layer
-from ik_layer import Robot, SolveOptions
+from ik_layer import IKLayerError, Robot, SolveOptions
 
-__all__ = ["load_robots", "parse_robot_spec", "warm_up"]
+__all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
 _WARM_UP_ITERATIONS = 4
+_MODEL_SUFFIXES = (".urdf", ".xml", ".xacro")
+
+
+class RobotSpec(BaseModel):
+    """One robot to serve, as :func:`ik_layer.load_robot` takes it, under ``name`` (default: the model's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="built-in name or model file (URDF, MJCF .xml, .xacro)")
+    name: str | None = Field(None, min_length=1, description="name in the API (default: the robot's own)")
+    ee_frame: str | None = None
+    active_joints: list[str] | None = None
+    locked: dict[str, float] | None = Field(None, description="joint name -> value [rad or m] held fixed")
 
 
 def parse_robot_spec(spec: str) -> tuple[str, str | None]:
-    """``"ur5e"`` -> ``("ur5e", None)``; ``"arm.urdf:tool0"`` -> ``("arm.urdf", "tool0")``."""
+    """``"ur5e"`` -> ``("ur5e", None)``; ``"arm.urdf:tool0"`` -> ``("arm.urdf", "tool0")`` (also .xml, .xacro)."""
     path, sep, frame = spec.rpartition(":")
-    if sep and path.lower().endswith(".urdf") and frame:
+    if sep and path.lower().endswith(_MODEL_SUFFIXES) and frame:
         return path, frame
     return spec, None
 
 
-def load_robots(specs: Iterable[str], device: torch.device, dtype: torch.dtype) -> dict[str, Robot]:
-    """Load every robot of ``specs`` (see :func:`parse_robot_spec`), keyed by robot name.
+def robot_specs(entries: Iterable[str]) -> list[RobotSpec]:
+    """The specs of the settings' ``robots`` entries, ``@file.json`` entries expanded.
+
+    Raises:
+        IKLayerError: an ``@`` file that cannot be read or is not a JSON list of robot specs.
+    """
+    specs: list[RobotSpec] = []
+    for entry in entries:
+        if entry.startswith("@"):
+            specs.extend(_spec_file(Path(entry[1:])))
+        else:
+            source, frame = parse_robot_spec(entry)
+            specs.append(RobotSpec(source=source, ee_frame=frame))
+    return specs
+
+
+def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype) -> dict[str, Robot]:
+    """Load every robot of the ``robots`` entries (see :func:`robot_specs`), keyed by name.
 
     Raises:
         IKLayerError: a robot cannot be loaded.
         ValueError: two specs give robots of the same name.
     """
     robots: dict[str, Robot] = {}
-    for spec in specs:
-        source, frame = parse_robot_spec(spec)
-        robot = ik_layer.load_robot(source, frame, dtype=dtype, device=device)
+    for spec in robot_specs(entries):
+        options = {"active_joints": spec.active_joints, "locked": spec.locked}
+        robot = ik_layer.load_robot(spec.source, spec.ee_frame, dtype=dtype, device=device, **options)
+        robot.name = spec.name or robot.name
         if robot.name in robots:
-            raise ValueError(f"two robots are named {robot.name!r} (from {spec!r}); load each name once")
+            raise ValueError(f"two robots are named {robot.name!r} (from {spec.source!r}); give each a name")
         robots[robot.name] = robot
     return robots
+
+
+def _spec_file(path: Path) -> list[RobotSpec]:
+    try:
+        items = json.loads(path.read_text())
+        if not isinstance(items, list):
+            raise ValueError("it must hold a JSON list of robot specs")
+        return [RobotSpec.model_validate(item) for item in items]
+    except (OSError, ValueError, ValidationError) as err:
+        raise IKLayerError(f"robot spec file {str(path)!r}: {err}") from err
 
 
 def warm_up(robot: Robot, options: SolveOptions) -> None:

@@ -165,6 +165,9 @@ class RobotInfo(BaseModel):
     lower: list[float] = Field(description="joint lower limits [rad or m]")
     upper: list[float] = Field(description="joint upper limits [rad or m]")
     ee_frame: str
+    locked: dict[str, float] = Field(
+        default_factory=dict, description="joints of the model the solver does not move, at their values [rad or m]"
+    )
 
 
 class RobotsResponse(BaseModel):

@@ -44,7 +44,9 @@ class Settings(_SolveDefaults):
     device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="torch device; auto picks cuda when present")
     dtype: Literal["float32", "float64"] = Field("float64", description="floating dtype of the solver")
     robots: Annotated[list[str], NoDecode] = Field(
-        default_factory=builtin_robots, min_length=1, description="built-in names or URDF paths with ':ee_frame'"
+        default_factory=builtin_robots,
+        min_length=1,
+        description="built-in names, model files with ':ee_frame', or '@robots.json' (specs with joints locked)",
     )
     max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
     max_slots: int = Field(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import ik_layer
 import ik_layer.cli as cli
 from ik_layer import load_robot, solve
 from ik_layer.cli import main
@@ -128,6 +129,30 @@ def test_fk_output_feeds_solve(tmp_path, robot, q_true):
         assert main(["fk", ROBOT, str(tmp_path / "q.npy"), "-o", str(poses_file)]) == 0
         assert main(["solve", ROBOT, str(poses_file), "-o", str(out), "--random-seed", "1"]) == 0
         assert_reaches(robot, read_result(out, robot.dof)["q"], matrix_to_pose(robot.fk(q_true)).numpy())
+
+
+def test_locked_joints_stay_at_their_values(tmp_path, robot):
+    """--locked folds a joint away: fk and solve use the 6 others, and the pose is the full arm's at that value."""
+    locked = ["--locked", "panda_joint4=-1.5"]
+    held = ik_layer.load_robot(ROBOT, locked={"panda_joint4": -1.5})
+    q = held.random_q((4,), generator=torch.Generator().manual_seed(5))
+    full = torch.cat([q[:, :3], torch.full((4, 1), -1.5, dtype=q.dtype), q[:, 3:]], dim=1)
+    np.save(tmp_path / "q.npy", q.numpy())
+    assert main(["fk", ROBOT, str(tmp_path / "q.npy"), "-o", str(tmp_path / "poses.npz"), *locked]) == 0
+    poses = np.load(tmp_path / "poses.npz")["pose"]
+    np.testing.assert_allclose(poses, matrix_to_pose(robot.fk(full)).numpy(), atol=1e-12)
+    out = tmp_path / "out.npz"
+    assert main(["solve", ROBOT, str(tmp_path / "poses.npz"), "-o", str(out), "--random-seed", "3", *locked]) == 0
+    answer = torch.as_tensor(read_result(out, held.dof)["q"])
+    assert answer.shape == (4, 6)
+    assert_reaches(robot, torch.cat([answer[:, :3], full[:, 3:4], answer[:, 3:]], dim=1).numpy(), poses)
+
+
+@pytest.mark.parametrize("flag", ["panda_joint4", "panda_joint4=x", "=1"])
+def test_malformed_locked_flags_exit_2(tmp_path, flag, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fk", ROBOT, str(tmp_path / "q.npy"), "--locked", flag])
+    assert exit_info.value.code == 2 and "JOINT=VALUE" in capsys.readouterr().err
 
 
 def test_robots_lists_builtins(capsys):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from pydantic import ValidationError
 
-from ik_layer import FrameNotFound, RobotNotFound
+from ik_layer import FrameNotFound, IKLayerError, RobotNotFound
 from ik_layer.robots import REGISTRY
+from ik_layer.server.encode import robot_info
 from ik_layer.server.loading import load_robots, parse_robot_spec
 from ik_layer.server.run import serve
 from ik_layer.server.settings import Settings, parse_settings
@@ -72,6 +74,8 @@ def test_robot_specs_take_a_urdf_path_and_frame() -> None:
     assert parse_robot_spec("ur5e") == ("ur5e", None)
     assert parse_robot_spec("/a/b/arm.urdf:tool0") == ("/a/b/arm.urdf", "tool0")
     assert parse_robot_spec("/a/b/arm.urdf") == ("/a/b/arm.urdf", None)
+    assert parse_robot_spec("/a/b/arm.xml:site") == ("/a/b/arm.xml", "site")
+    assert parse_robot_spec("arm.xacro:tool0") == ("arm.xacro", "tool0")
 
 
 def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
@@ -86,3 +90,31 @@ def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
         load_robots([f"{urdf}:nope"], torch.device("cpu"), torch.float64)
     with pytest.raises(RobotNotFound):
         load_robots(["kuka"], torch.device("cpu"), torch.float64)
+
+
+def test_a_spec_file_names_robots_and_locks_joints(tmp_path: Path, tiny_urdf: Path) -> None:
+    specs = [
+        {"source": str(tiny_urdf), "name": "held", "ee_frame": "tool", "locked": {"j_cont": 0.5, "j_prism": 0.02}},
+        {"source": "planar3", "name": "arm"},
+    ]
+    (tmp_path / "robots.json").write_text(json.dumps(specs))
+    robots = load_robots(["ur5e", f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
+    assert list(robots) == ["ur5e", "held", "arm"]
+    held = robots["held"]
+    assert "j_cont" not in held.joint_names and "j_prism" not in held.joint_names
+    info = robot_info(held)
+    assert info.name == "held" and info.dof == held.dof == len(info.joint_names)
+    assert info.locked["j_cont"] == pytest.approx(0.5) and info.locked["j_prism"] == pytest.approx(0.02)
+    full_q = held.to_full_pinocchio_q(torch.zeros(held.dof, dtype=torch.float64))
+    joint = held.full_model.joints[held.full_model.getJointId("j_prism")]
+    assert float(full_q[joint.idx_q]) == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [("{", "robots.json"), ('{"source": "ur5e"}', "JSON list"), ('[{"source": "ur5e", "frame": "x"}]', "frame")],
+)
+def test_a_bad_spec_file_is_refused_naming_it(tmp_path: Path, content: str, match: str) -> None:
+    (tmp_path / "robots.json").write_text(content)
+    with pytest.raises(IKLayerError, match=match):
+        load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)

@@ -84,10 +84,11 @@ def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
 
 
 def long_request() -> dict[str, object]:
-    """1024 reachable UR5e targets with tolerances no answer meets: every row runs until it gives up (~1 s in all)."""
+    """1024 reachable UR5e targets with tolerances no answer meets and the largest budgets: many seconds of work."""
     robot = ik_layer.load_robot("ur5e")
     poses = matrix_to_pose(robot.fk(robot.random_q((1024,), generator=torch.Generator().manual_seed(0))))
-    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}
+    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300, "num_seeds": 64}
+    never_within["max_iterations"] = 10_000
     return {"targets": [{"position": p[:3], "orientation": p[3:]} for p in poses.tolist()], **never_within}
 
 
@@ -100,7 +101,7 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
     answers: list[httpx.Response] = []
     threads = [
         threading.Thread(target=lambda: answers.append(client.post("/v1/robots/ur5e/ik", json=body)))
-        for _ in range(8)  # about 1 s of solving each on one core
+        for _ in range(2)
     ]
     for thread in threads:
         thread.start()
@@ -112,7 +113,7 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
         thread.join(timeout=20)
     assert code in (0, -signal.SIGTERM), output  # uvicorn re-raises SIGTERM after a graceful shutdown
     assert took < 2 + 5, output  # the grace period, and a margin for a shared machine
-    assert [a.status_code for a in answers] == [200] * 8
+    assert [a.status_code for a in answers] == [200] * 2
     statuses = {s["status"] for a in answers for s in a.json()["solutions"]}
     assert "deadline" in statuses and statuses <= {"deadline", "exhausted"}
     assert "Application shutdown complete" in output and "Traceback" not in output
