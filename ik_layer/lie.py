@@ -11,16 +11,22 @@ validating entry points (:func:`as_transform`, :func:`pose_to_matrix`,
 :func:`normalize_quaternion`) also read the values (one host sync) to refuse
 NaN, infinite, zero-norm or non-rigid inputs; the kernels (``so3_log``,
 ``pose_error``, ...) never sync, so non-finite inputs give non-finite results.
+Small CPU inputs are read in numpy for those checks (the same checks, a few
+microseconds instead of a few torch calls each).
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 from torch import Tensor
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
+_HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
 
 
 def _check_tensor(name: str, x: object) -> None:
@@ -39,12 +45,20 @@ def _check_last(name: str, x: Tensor, shape: tuple[int, ...]) -> None:
         raise ShapeError(f"{name} must have shape (..., {want}), got {tuple(x.shape)}")
 
 
-def _check_values(name: str, x: Tensor) -> None:
+def _check_values(name: str, x: Tensor | np.ndarray) -> None:
     """Raise unless ``x`` has values (is not a meta tensor) and they are all finite; one host sync."""
-    if x.is_meta:
+    if isinstance(x, Tensor) and x.is_meta:
         raise DeviceError(f"{name} is a meta tensor: it has a shape but no values")
-    if not torch.isfinite(x).all():
+    if not (np.isfinite(x) if isinstance(x, np.ndarray) else torch.isfinite(x)).all():
         raise NonFiniteError(f"{name} holds NaN or infinite values")
+
+
+def _host_values(x: Tensor) -> Tensor | np.ndarray:
+    """``x``'s values to check: a numpy view when ``x`` is a small float32/float64 CPU tensor, else ``x`` itself."""
+    small = x.device.type == "cpu" and x.numel() <= _HOST_CHECK_MAX
+    if small and x.dtype in (torch.float32, torch.float64):
+        return x.detach().numpy()
+    return x
 
 
 def _check_pair(names: tuple[str, str], a: Tensor, b: Tensor, batch_dims: tuple[int, int]) -> torch.Size:
@@ -87,7 +101,7 @@ def normalize_quaternion(q: Tensor, name: str = "quaternion") -> Tensor:
     Huge quaternions are fine: ``q`` is scaled by its largest entry first, so the norm cannot overflow.
     """
     _check_last(name, q, (4,))
-    _check_values(name, q)
+    _check_values(name, _host_values(q))
     # q / |q| does not depend on the scale, so no gradient flows through it.
     scale = q.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)
     scaled = q / scale
@@ -149,7 +163,7 @@ def pose_to_matrix(pose: Tensor, name: str = "pose") -> Tensor:
     The quaternion is normalised; a zero or non-finite one raises, naming ``name``.
     """
     _check_last(name, pose, (7,))
-    _check_values(name, pose)
+    _check_values(name, _host_values(pose))
     unit = normalize_quaternion(pose[..., 3:], name=f"{name} quaternion")
     return from_rotation_translation(_unit_quaternion_to_matrix(unit), pose[..., :3])
 
@@ -258,22 +272,28 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
     if target.dim() >= 1 and target.shape[-1] == 7:
         return pose_to_matrix(target, name)
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
-        _check_values(name, target)
-        _check_rigid(target, name)
+        values = _host_values(target)
+        _check_values(name, values)
+        _check_rigid(values, name)
         return target
     raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
 
 
-def _check_rigid(t: Tensor, name: str) -> None:
-    """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1]."""
-    tol = 1e-6 if t.dtype == torch.float64 else 1e-3
-    if t.numel() == 0:
+def _check_rigid(t: Tensor | np.ndarray, name: str) -> None:
+    """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
+
+    ``t`` is a tensor, or the numpy values of a small CPU one (see :func:`_host_values`).
+    """
+    tol = 1e-6 if t.dtype in (torch.float64, np.float64) else 1e-3
+    if math.prod(t.shape) == 0:
         return
-    eye = torch.eye(4, dtype=t.dtype, device=t.device)
+    on_host = isinstance(t, np.ndarray)
+    eye = np.eye(4, dtype=t.dtype) if on_host else torch.eye(4, dtype=t.dtype, device=t.device)
+    det = np.linalg.det if on_host else torch.linalg.det
     rot = t[..., :3, :3]
-    gram = rot.transpose(-1, -2) @ rot
-    bad_rotation = ((gram - eye[:3, :3]).abs() > tol).any() | (torch.linalg.det(rot) < 0).any()
+    gram = rot.swapaxes(-1, -2) @ rot
+    bad_rotation = (abs(gram - eye[:3, :3]) > tol).any() | (det(rot) < 0).any()
     if bool(bad_rotation):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
-    if bool(((t[..., 3, :] - eye[3]).abs() > tol).any()):
+    if bool((abs(t[..., 3, :] - eye[3]) > tol).any()):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")

@@ -354,7 +354,7 @@ def test_unreachable_target_exhausts_its_budget(dtype: torch.dtype) -> None:
 
     res = solve_with_kernel(robot, target, options, generator_seed=43)
     assert not bool(res.success.any())
-    assert (res.iterations == 60).all()
+    assert (res.iterations == options.restart_after).all()  # provably out of reach: one short seed
     assert_in_limits(robot, res.q)
     assert (res.position_error > 2.5).all()  # the arm reaches about 1 m
 

@@ -10,6 +10,7 @@ import torch
 
 import ik_layer
 from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, SOLVED, Engine, solve_with_kernel
+from ik_layer.engine.reach import reach
 from ik_layer.lie import pose_error
 
 OPTIONS = ik_layer.SolveOptions(num_seeds=1, max_iterations=200)
@@ -82,7 +83,9 @@ def test_results_do_not_depend_on_admission_order_or_neighbours(robot):
 
 def test_a_request_answers_while_another_still_runs(robot):
     engine = Engine(robot, capacity=32, block=4)
-    slow = engine.submit(unreachable(robot, 4), starts(robot, 4, seed=8), OPTIONS.replace(max_iterations=400))
+    slow = engine.submit(
+        unreachable(robot, 4), starts(robot, 4, seed=8), OPTIONS.replace(max_iterations=400), give_up=False
+    )
     engine.step()
     q, target = reachable(robot, 3, seed=9)
     quick = engine.submit(target, q, OPTIONS)  # warm start at the answer: solved before any iteration
@@ -191,7 +194,7 @@ def test_more_seeds_only_for_targets_that_stall(robot):
     engine = Engine(robot, capacity=64, block=4)
     q, easy = reachable(robot, 4, seed=50)
     at_answer = engine.submit(easy, q, options, seed=1)
-    hard = engine.submit(unreachable(robot, 4), starts(robot, 4, seed=51), options, seed=2)
+    hard = engine.submit(unreachable(robot, 4), starts(robot, 4, seed=51), options, seed=2, give_up=False)
     engine.run()
     assert at_answer.seeds_used.tolist() == [1] * 4 and at_answer.iterations.tolist() == [0] * 4
     assert hard.seeds_used.tolist() == [3] * 4  # each stalled twice, and no more than num_seeds
@@ -206,3 +209,66 @@ def test_several_seeds_reach_the_success_goal(name):
     result = solve_with_kernel(robot, target, OPTIONS.replace(num_seeds=4), generator_seed=3)
     assert result.success.float().mean() >= 0.999
     assert_verified(robot, result, target, OPTIONS)
+
+
+# --------------------------------------------------------------------------- provable give-up
+
+
+@pytest.mark.parametrize("name", [*ik_layer.builtin_robots(), "tiny"])
+def test_reach_bound_holds_on_random_configurations(name, tiny_urdf):
+    if name == "tiny":  # every joint kind, a prismatic one among them
+        every_joint = ["j_cont", "j_side", "j_off", "j_prism", "j_neg", "j_cont_off"]
+        robot = ik_layer.load_robot(tiny_urdf, "tool", active_joints=every_joint)
+    else:
+        robot = ik_layer.load_robot(name)
+    bound = reach(robot)
+    tip = robot.fk(starts(robot, 10_000, seed=70))[:, :3, 3]
+    farthest = float((tip - torch.from_numpy(bound.centre)).norm(dim=-1).max())
+    assert farthest < bound.radius
+    assert farthest > 0.6 * bound.radius  # and not a loose one
+    assert reach(robot) is bound  # computed once per robot
+
+
+def beyond_reach(robot: ik_layer.Robot, n: int, distance: float) -> torch.Tensor:
+    """Reachable orientations placed at ``distance`` [m] from the reach centre, in random directions."""
+    _, target = reachable(robot, n, seed=71)
+    direction = torch.randn(n, 3, generator=torch.Generator().manual_seed(72), dtype=robot.dtype)
+    target = target.clone()
+    target[:, :3, 3] = torch.from_numpy(reach(robot).centre) + distance * direction / direction.norm(dim=-1)[:, None]
+    return target
+
+
+def test_targets_beyond_reach_give_up_early(robot):
+    options = OPTIONS.replace(num_seeds=4)
+    radius = reach(robot).radius
+    target = beyond_reach(robot, 6, radius + 0.3)
+    engine = Engine(robot, capacity=24, block=8)
+    request = engine.submit(target, starts(robot, 6, seed=73), options, seed=4)
+    engine.run(request)
+    result = request.result()
+    assert request.unreachable.all() and request.status.tolist() == [EXHAUSTED] * 6
+    assert not result.success.any() and (result.position_error >= 0.3).all()
+    assert request.iterations.tolist() == [options.restart_after] * 6 and request.seeds_used.tolist() == [1] * 6
+    assert_verified(robot, result, target, options)
+
+
+def test_targets_just_inside_reach_are_unaffected(robot):
+    options = OPTIONS.replace(num_seeds=2, max_iterations=60)
+    target = beyond_reach(robot, 4, reach(robot).radius - 1e-3)
+    answers = []
+    for give_up in (True, False):
+        engine = Engine(robot, capacity=8, block=8)
+        request = engine.submit(target, starts(robot, 4, seed=74), options, seed=5, give_up=give_up)
+        engine.run(request)
+        answers.append(request)
+    assert not answers[0].unreachable.any()
+    torch.testing.assert_close(answers[0].result().q, answers[1].result().q, rtol=0, atol=0)
+    assert answers[0].iterations.tolist() == answers[1].iterations.tolist() == [60] * 4
+    assert answers[0].seeds_used.tolist() == answers[1].seeds_used.tolist()
+
+
+def test_give_up_reads_only_the_weighted_position_axes(robot):
+    target = beyond_reach(robot, 2, reach(robot).radius + 0.5)
+    weights = torch.tensor([[1.0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=robot.dtype)  # row 1: orientation only
+    request = Engine(robot, capacity=8).submit(target, starts(robot, 2, seed=75), OPTIONS, weights=weights)
+    assert request.unreachable.tolist() == [True, False]

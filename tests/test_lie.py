@@ -427,3 +427,37 @@ def test_error_messages_name_the_argument():
         pose_to_matrix(t([0, 0, 0, 0, 0, 0, 0]), name="goal")
     with pytest.raises(ShapeError, match=r"\(\.\.\., 7\).*\(6,\)"):
         pose_to_matrix(torch.ones(6))
+
+
+def _broken(kind: str, dtype: torch.dtype) -> torch.Tensor:
+    """Two transforms (2, 4, 4), the second broken as ``kind`` says (beyond the dtype's tolerance)."""
+    m = pose_to_matrix(torch.tensor([[0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.9]] * 2, dtype=dtype))
+    bad = 1e-5 if dtype == torch.float64 else 1e-2  # tolerances: 1e-6 / 1e-3
+    if kind == "scaled":
+        m[1, :3, :3] *= 1 + bad
+    elif kind == "reflected":
+        m[1, :3, 0] *= -1
+    elif kind == "bottom":
+        m[1, 3, 0] = bad
+    elif kind == "inf":
+        m[1, 0, 3] = float("inf")
+    return m
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["rigid", "scaled", "reflected", "bottom", "inf"])
+@pytest.mark.parametrize("host", [True, False], ids=["numpy", "torch"])
+def test_as_transform_checks_agree_on_the_numpy_and_torch_paths(kind, dtype, host, monkeypatch):
+    monkeypatch.setattr("ik_layer.lie._HOST_CHECK_MAX", 4096 if host else 0)
+    messages = {
+        "scaled": "rotation blocks must be orthonormal",
+        "reflected": "rotation blocks must be orthonormal",
+        "bottom": "bottom rows must be",
+        "inf": "holds NaN or infinite",
+    }
+    m = _broken(kind, dtype)
+    if kind == "rigid":
+        assert as_transform(m) is m
+        return
+    with pytest.raises(IKLayerError, match=messages[kind]):
+        as_transform(m, "goal")

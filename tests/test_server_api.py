@@ -182,9 +182,12 @@ async def test_fk_matches_pinocchio(api: tuple[FastAPI, httpx.AsyncClient], pin_
 UNREACHABLE = {"position": [5.0, 0.0, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}
 
 
-def hostile(n: int, timeout: float) -> dict[str, Any]:
-    """``n`` unreachable targets with the largest budgets."""
-    return {"targets": [UNREACHABLE] * n, "num_seeds": 64, "max_iterations": 10_000, "timeout": timeout}
+def hostile(app: FastAPI, name: str, n: int, timeout: float) -> dict[str, Any]:
+    """``n`` reachable targets with tolerances no answer meets and the largest budgets: only the deadline stops
+    them (targets beyond the robot's reach would be given up at once)."""
+    _, targets = reachable(robot_of(app, name), n, seed=n)
+    never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}
+    return {"targets": targets, "num_seeds": 64, "max_iterations": 10_000, "timeout": timeout, **never_within}
 
 
 def slow_steps(app: FastAPI, name: str, seconds: float) -> None:
@@ -226,21 +229,19 @@ async def test_a_short_request_is_answered_while_a_long_one_runs() -> None:
     async with serving(robots=["planar3"]) as (app, client):
         slow_steps(app, "planar3", 0.1)
         _, targets = reachable(robot_of(app, "planar3"), 1)
-        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(64, timeout=5.0)))
+        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(app, "planar3", 64, timeout=5.0)))
         await asyncio.sleep(0.2)
         short = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
         assert short.status_code == 200 and short.json()["solutions"][0]["success"] is True
         assert not long.done()
         solutions = (await long).json()["solutions"]
-        assert {s["status"] for s in solutions} <= {"deadline", "exhausted"} and not any(
-            s["success"] for s in solutions
-        )
+        assert "deadline" in {s["status"] for s in solutions}  # (a few rows may reach an error of exactly 0)
 
 
 async def test_two_robots_do_not_block_each_other() -> None:
     async with serving() as (app, client):
         slow_steps(app, "planar3", 0.2)
-        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(8, timeout=5.0)))
+        long = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(app, "planar3", 8, timeout=5.0)))
         await asyncio.sleep(0.2)
         _, targets = reachable(robot_of(app, "ur5e"), 1)
         response = await client.post("/v1/robots/ur5e/ik", json={"targets": targets})
@@ -251,9 +252,10 @@ async def test_two_robots_do_not_block_each_other() -> None:
 
 async def test_the_deadline_answers_a_maximal_request_in_time_with_the_best_found() -> None:
     async with serving(robots=["ur5e"], max_targets=1024) as (app, client):
-        slow_steps(app, "ur5e", 0.2)  # the give-up takes several steps: well past the deadline
+        slow_steps(app, "ur5e", 0.05)
+        body = hostile(app, "ur5e", 1024, timeout=0.5)
         started = asyncio.get_running_loop().time()
-        response = await client.post("/v1/robots/ur5e/ik", json=hostile(1024, timeout=0.5))
+        response = await client.post("/v1/robots/ur5e/ik", json=body)
         elapsed = asyncio.get_running_loop().time() - started
         assert response.status_code == 200 and 0.5 <= elapsed < 5.0  # generous: the machine is shared
         solutions = response.json()["solutions"]
@@ -261,17 +263,16 @@ async def test_the_deadline_answers_a_maximal_request_in_time_with_the_best_foun
         robot = robot_of(app, "ur5e")
         q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
         assert bool(((q >= robot.lower - 1e-9) & (q <= robot.upper + 1e-9)).all())
-        reach = robot.fk(q)[:, :3, 3].norm(dim=-1)  # the best found: errors are those of the answered q
         errors = torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64)
-        torch.testing.assert_close(errors, (robot.fk(q)[:, :3, 3] - torch.tensor([5.0, 0, 0])).norm(dim=-1))
-        assert float(reach.max()) < 1.2  # within the arm's reach, pulled towards the target
+        wanted = pose_to_matrix(pose_tensor(body["targets"]))[:, :3, 3]
+        torch.testing.assert_close(errors, (robot.fk(q)[:, :3, 3] - wanted).norm(dim=-1))  # those of the answered q
         assert sample(app, "ik_layer_rows_retired_total", {"robot": "ur5e", "status": "deadline"}) == 1024
 
 
 async def test_a_request_that_could_never_fit_is_413_and_a_full_line_is_503() -> None:
     async with serving(robots=["planar3"], max_queued_work=10**6, retry_after_s=3) as (app, client):
         slow_steps(app, "planar3", 0.2)  # the first is still in line when the others come
-        too_big = await client.post("/v1/robots/planar3/ik", json=hostile(2, timeout=1.0))
+        too_big = await client.post("/v1/robots/planar3/ik", json=hostile(app, "planar3", 2, timeout=1.0))
         assert too_big.status_code == 413 and "row-iterations" in too_big.json()["detail"]
         body = {"targets": [UNREACHABLE] * 8, "num_seeds": 64, "max_iterations": 1000, "timeout": 1.0}  # 512k
         responses = await asyncio.gather(*(client.post("/v1/robots/planar3/ik", json=body) for _ in range(3)))
@@ -288,7 +289,9 @@ async def test_a_client_that_leaves_cancels_its_rows_and_others_are_served() -> 
     async with serving(robots=["planar3"]) as (app, client):
         slow_steps(app, "planar3", 0.1)
         _, targets = reachable(robot_of(app, "planar3"), 1)
-        leaving = asyncio.create_task(client.post("/v1/robots/planar3/ik", json=hostile(16, timeout=10.0)))
+        leaving = asyncio.create_task(
+            client.post("/v1/robots/planar3/ik", json=hostile(app, "planar3", 16, timeout=10.0))
+        )
         await asyncio.sleep(0.3)
         leaving.cancel()
         started = asyncio.get_running_loop().time()

@@ -100,8 +100,7 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
     client = httpx.Client(base_url=running.url, timeout=30)
     answers: list[httpx.Response] = []
     threads = [
-        threading.Thread(target=lambda: answers.append(client.post("/v1/robots/ur5e/ik", json=body)))
-        for _ in range(2)
+        threading.Thread(target=lambda: answers.append(client.post("/v1/robots/ur5e/ik", json=body))) for _ in range(2)
     ]
     for thread in threads:
         thread.start()

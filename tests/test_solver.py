@@ -293,7 +293,8 @@ def test_unreachable_targets_fail_with_finite_values(dtype: torch.dtype) -> None
     target[:, :3, 3] += torch.tensor([5.0, 0, 0], dtype=dtype)
     res = solve(robot, target, max_iterations=60, generator=gen(28))
     assert not res.success.any()
-    assert (res.iterations == 60).all()
+    # The engine gives a target provably out of reach one seed of restart_after (40) iterations; not the reference.
+    assert (res.iterations == (60 if solve.keywords["reference"] else 40)).all()
     for x in (res.q, res.position_error, res.orientation_error):
         assert torch.isfinite(x).all()
     assert_in_limits(robot, res.q)

@@ -7,7 +7,9 @@ iterations. A target starts with one seed; while it is unsolved and its newest s
 (it stalled), it gets one more seed in a slot of its own, up to ``num_seeds``, with the iterations
 left of its budget. A target retires at its first solved seed (its other seeds are freed), when all
 its seeds ran out of budget, when its request is cancelled or when the request's deadline passed;
-a request is answered as soon as its last target has. Requests with different options share
+a request is answered as soon as its last target has. A target that lies provably out of the robot's
+reach (:mod:`ik_layer.engine.reach`) gets one seed and ``restart_after`` iterations (its best
+configuration points towards it) and answers EXHAUSTED. Requests with different options share
 the pool; given free slots, a target's answer depends only on its own target, starts, options and
 random streams, not on its neighbours or on when it was admitted.
 """
@@ -25,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED, BlockLauncher
+from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
@@ -59,6 +62,8 @@ class Request:
         iterations: (n,) int64 iterations used (counted from the target's start), on the CPU.
         seeds_used: (n,) seeds started per target (1 unless the target stalled), on the CPU.
         done: set when every target has retired.
+        unreachable: (n,) bool numpy, the targets out of the robot's reach, given a short budget (see
+            :meth:`Engine.submit`); all False unless set before the request is queued.
     """
 
     target: Tensor
@@ -84,6 +89,7 @@ class Request:
         self.seeds = np.zeros(n, dtype=np.int64)  # seeds started per target
         self.status, self.iterations = torch.from_numpy(self.codes), torch.from_numpy(self.used)
         self.seeds_used = torch.from_numpy(self.seeds)
+        self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.pending = np.zeros(n, dtype=np.int64)  # seeds queued for a slot, per target
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
@@ -94,6 +100,11 @@ class Request:
     def rows(self) -> int:
         """Number of targets."""
         return self.target.shape[0]
+
+    def budget(self, rows: np.ndarray) -> np.ndarray:
+        """Iteration budgets of the targets ``rows``: ``restart_after`` (at most) for unreachable ones."""
+        short = min(self.options.restart_after, self.options.max_iterations)
+        return np.where(self.unreachable[rows], short, self.options.max_iterations)
 
     def seed_start(self, rows: Index, k: int, robot: Robot) -> Tensor:
         """Starts (len(rows), dof) of seed ``k`` of the targets ``rows``: given, or uniform in the limits."""
@@ -151,6 +162,7 @@ class Engine:
         self.block = block
         self.slots = Slots(robot, capacity)
         self._launch = BlockLauncher(self.slots)
+        self._reach = reach(robot)
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
         # and whether it is the newest seed of its target with more allowed.
         self._is_free = np.ones(capacity, dtype=bool)
@@ -177,6 +189,7 @@ class Engine:
         posture: Tensor | None = None,
         seed: int = 0,
         deadline: float | None = None,
+        give_up: bool = True,
     ) -> Request:
         """Queue a request (thread-safe) and return it; :meth:`step` does the work.
 
@@ -188,6 +201,9 @@ class Engine:
             posture: (n, dof) preferred configurations (pulled towards in the null space), or None.
             seed: seed of the random starts and of the restart streams.
             deadline: ``time.monotonic()`` deadline of the whole request, or None.
+            give_up: give the targets that lie out of the robot's reach (over their weighted position axes,
+                farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
+                succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
         """
         n = target.shape[0]
         if weights is None:
@@ -195,6 +211,8 @@ class Engine:
         if start.dim() == 2:
             start = start[:, None]
         request = Request(target, start, weights, posture, options, seed, deadline)
+        if give_up and n:
+            request.unreachable = self._reach.beyond(target, weights, options.position_tolerance)
         if n == 0:
             request.finish(self.robot)
             return request
@@ -262,7 +280,7 @@ class Engine:
 
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
         """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
-        slots = np.flatnonzero(self._is_free)[: len(rows)]
+        slots = np.flatnonzero(self._is_free[: self._top + len(rows)])[: len(rows)]  # all free from _top on
         device = self.robot.device
         on_device, slots_on_device = _index(rows, device), _index(slots, device)
         extra = {} if request.posture is None else {"posture": request.posture[on_device]}
@@ -273,12 +291,12 @@ class Engine:
             request.options,
             weights=request.weights[on_device],
             seed=request.seed,
-            rng_offset=torch.from_numpy((rows * request.options.num_seeds + k).astype(np.int32)).to(device),
+            rng_offset=(rows * request.options.num_seeds + k).astype(np.int32),
             **extra,
         )
-        if k > 0:  # a later seed gets what is left of its target's budget
-            left = (request.options.max_iterations - offsets).astype(np.int32)
-            self.slots.budget[slots_on_device] = torch.from_numpy(left).to(device)
+        if k > 0 or request.unreachable[rows].any():  # what is left of the targets' budgets, if not the options'
+            left = (request.budget(rows) - offsets).astype(np.int32)
+            self.slots.set_budget(slots_on_device, torch.from_numpy(left).to(device))
         self._is_free[slots] = False
         self._used += len(slots)
         self._top = max(self._top, int(slots[-1]) + 1)
@@ -286,7 +304,7 @@ class Engine:
         self._row[slots] = rows
         self._seed[slots] = k
         self._offset[slots] = offsets
-        self._may_ask[slots] = k + 1 < request.options.num_seeds
+        self._may_ask[slots] = (k + 1 < request.options.num_seeds) & ~request.unreachable[rows]
         request.slot[rows, k] = slots
         request.seeds[rows] += 1
         self._active[request.id] = request
@@ -335,15 +353,15 @@ class Engine:
                     )
             if self._freed:
                 freed = np.concatenate(self._freed)
-                self.slots.retire(torch.from_numpy(freed).to(self.robot.device))
-                self._top = int(np.flatnonzero(~self._is_free)[-1]) + 1 if self._used else 0
+                self.slots.retire(freed)
+                self._top = int(np.flatnonzero(~self._is_free[:top])[-1]) + 1 if self._used else 0
 
     def _host_state(self, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The status, iterations and age of the slots below ``top``, as int64 (the one host sync of a step)."""
-        fields = (self.slots.status[:top], self.slots.iterations[:top], self.slots.age[:top])
+        """Copies of the status, iterations and age of the slots below ``top`` (the one host sync of a step)."""
+        fields = (self.slots.status, self.slots.iterations, self.slots.age)
         if self.slots.device.type == "cpu":
-            return tuple(x.numpy().astype(np.int64) for x in fields)  # type: ignore[return-value]
-        return tuple(torch.stack(fields).cpu().numpy().astype(np.int64))  # type: ignore[return-value]
+            return tuple(x.numpy()[:top].copy() for x in fields)  # type: ignore[return-value]
+        return tuple(torch.stack([x[:top] for x in fields]).cpu().numpy())  # type: ignore[return-value]
 
     def _ask_for_seeds(self, running: np.ndarray, iterations: np.ndarray, age: np.ndarray) -> None:
         """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
@@ -390,7 +408,7 @@ class Engine:
             _copy_rows(request.q, solved_rows, self.slots.best_q, slots[winners])
             _copy_rows(request.error, solved_rows, self.slots.best_error, slots[winners])
             self._answer(request, solved_rows, used[winners], code=SOLVED)
-            exhausted &= ~np.isin(rows, solved_rows)
+            exhausted &= request.codes[rows] == RUNNING  # not the targets just solved
         if not exhausted.any():
             return
         self._free_slots(request, slots[exhausted])
@@ -438,7 +456,9 @@ class Engine:
 
 
 def _index(values: np.ndarray, device: torch.device) -> Index:
-    """Sorted distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device``."""
+    """Distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device``."""
+    if len(values) == 1:
+        return slice(int(values[0]), int(values[0]) + 1)
     if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
         return slice(int(values[0]), int(values[-1]) + 1)
     return torch.from_numpy(np.ascontiguousarray(values)).to(device)

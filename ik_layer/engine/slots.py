@@ -3,14 +3,16 @@
 A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets, posture) and state
 (q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
 allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
-made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows with torch ops only
-(no host sync; the kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties them.
+made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows (no host sync; the
+kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties them; on the CPU both
+write through numpy views of the tensors (far cheaper per call than torch indexing).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import warp as wp
 from torch import Tensor
@@ -121,6 +123,10 @@ class Slots:
             (self.best_error, vec2),
         ]
         self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
+        # What admit and retire write to: numpy views of the same memory on the CPU, else the tensors.
+        self._fields = {name: value for name, value in vars(self).items() if isinstance(value, Tensor)}
+        if self.device.type == "cpu":
+            self._fields = {name: t.numpy() for name, t in self._fields.items()}
 
     def chain_arrays(self) -> list[wp.array]:
         """Warp views of the robot's chain, in the kernel's argument order."""
@@ -139,7 +145,7 @@ class Slots:
         *,
         weights: Tensor | None = None,
         seed: int = 0,
-        rng_offset: Tensor | None = None,
+        rng_offset: Tensor | np.ndarray | None = None,
         posture: Tensor | None = None,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
@@ -150,32 +156,54 @@ class Slots:
         slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
         indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
-        idx = index if isinstance(index, slice) else torch.as_tensor(index, dtype=torch.long, device=self.device)
-        if isinstance(idx, Tensor):
-            idx = idx.reshape(-1)
-        if rng_offset is None:
-            rng_offset = torch.arange(self.capacity, device=self.device)[idx] if isinstance(idx, slice) else idx
-        self.target_rot[idx] = target[:, :3, :3]
-        self.target_pos[idx] = target[:, :3, 3]
-        self.weights[idx] = 1.0 if weights is None else weights
-        self.tolerance[idx, 0] = options.position_tolerance
-        self.tolerance[idx, 1] = options.orientation_tolerance
-        self.budget[idx] = options.max_iterations
-        self.restart_after[idx] = options.restart_after
-        self.check_every[idx] = options.check_every
-        self.has_posture[idx] = 0 if posture is None else 1
+        idx = self._ints(index)
+        put, value = self._fields, self._value
+        if rng_offset is not None:
+            rng = self._ints(rng_offset)
+        elif isinstance(idx, slice):  # the slot indices
+            bounds = idx.indices(self.capacity)
+            rng = np.arange(*bounds) if self.device.type == "cpu" else torch.arange(*bounds, device=self.device)
+        else:
+            rng = idx
+        target = value(target)
+        put["target_rot"][idx] = target[:, :3, :3]
+        put["target_pos"][idx] = target[:, :3, 3]
+        put["weights"][idx] = 1.0 if weights is None else value(weights)
+        put["tolerance"][idx, 0] = options.position_tolerance
+        put["tolerance"][idx, 1] = options.orientation_tolerance
+        put["budget"][idx] = options.max_iterations
+        put["restart_after"][idx] = options.restart_after
+        put["check_every"][idx] = options.check_every
+        put["has_posture"][idx] = 0 if posture is None else 1
         if posture is not None:
-            self.posture[idx] = posture
-        self.q[idx] = q
-        self.mu[idx] = _MU_INIT
-        self.iterations[idx] = 0
-        self.rng[idx] = torch.as_tensor(rng_offset, dtype=torch.int32, device=self.device).reshape(-1)
-        self.rng_seed[idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        self.status[idx] = RUNNING
+            put["posture"][idx] = value(posture)
+        put["q"][idx] = value(q)
+        put["mu"][idx] = _MU_INIT
+        put["iterations"][idx] = 0
+        put["rng"][idx] = rng
+        put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
+        put["status"][idx] = RUNNING
 
-    def retire(self, index: Tensor | Sequence[int]) -> None:
+    def set_budget(self, index: Tensor | Sequence[int] | slice, budget: Tensor) -> None:
+        """Set the iteration budgets (k,) int32 of the slots ``index`` (after :meth:`admit`)."""
+        self._fields["budget"][self._ints(index)] = self._value(budget)
+
+    def retire(self, index: Tensor | np.ndarray | Sequence[int]) -> None:
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
-        self.status[torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)] = EMPTY
+        self._fields["status"][self._ints(index)] = EMPTY
+
+    def _ints(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | Tensor | np.ndarray:
+        """Slots (or other integers) as :attr:`_fields` take them: a slice as is, else a flat int64 numpy array
+        (CPU) or tensor."""
+        if isinstance(index, slice):
+            return index
+        if self.device.type == "cpu":
+            return np.asarray(index, dtype=np.int64).reshape(-1)
+        return torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
+
+    def _value(self, x: Tensor) -> Tensor | np.ndarray:
+        """Tensor ``x`` as :attr:`_fields` take it: its numpy view on the CPU, else itself."""
+        return x.detach().numpy() if self.device.type == "cpu" else x
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
