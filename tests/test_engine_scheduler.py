@@ -114,15 +114,30 @@ def test_deadline_retires_unfinished_rows_with_their_best_configuration(robot):
     engine = Engine(robot, capacity=8, block=2)
     target = unreachable(robot, 3)
     request = engine.submit(target, starts(robot, 3, seed=12), OPTIONS.replace(max_iterations=10_000),
-                            deadline=time.monotonic() + 1e-3)  # fmt: skip
+                            deadline=time.monotonic() + 0.05)  # fmt: skip
     engine.step()  # admitted and one block run; the deadline passes before the next step
-    time.sleep(2e-3)
+    time.sleep(0.06)
     engine.run(request)
     assert request.status.tolist() == [DEADLINE] * 3
     result = request.result()
     assert not result.success.any() and bool(torch.isfinite(result.q).all())
     assert result.iterations.tolist() == [2, 2, 2]
     assert_verified(robot, result, target, OPTIONS)
+    assert not engine.busy
+
+
+def test_rows_still_waiting_at_their_deadline_never_run(robot):
+    engine = Engine(robot, capacity=2, block=2)
+    busy = engine.submit(unreachable(robot, 2), starts(robot, 2, seed=15), OPTIONS.replace(max_iterations=10_000))
+    start = starts(robot, 3, seed=16)
+    late = engine.submit(unreachable(robot, 3), start, OPTIONS, deadline=time.monotonic() - 1)
+    engine.step()  # `busy` fills both slots; `late` has expired in the queue
+    assert late.done.is_set() and late.status.tolist() == [DEADLINE] * 3
+    assert late.iterations.tolist() == [0, 0, 0]
+    torch.testing.assert_close(late.q, start, rtol=0, atol=0)  # its starts, with their errors measured
+    assert_verified(robot, late.result(), unreachable(robot, 3), OPTIONS)
+    engine.cancel(busy)
+    engine.run()
     assert not engine.busy
 
 

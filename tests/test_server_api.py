@@ -269,6 +269,15 @@ async def test_the_deadline_answers_a_maximal_request_in_time_with_the_best_foun
         assert sample(app, "ik_layer_rows_retired_total", {"robot": "ur5e", "status": "deadline"}) == 1024
 
 
+async def test_rows_past_the_deadline_before_starting_never_run(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    q, targets = reachable(robot_of(app, "planar3"), 3)
+    body = {"targets": targets, "warm_start": (q + 0.1).tolist(), "timeout": 1e-9}
+    solutions = (await client.post("/v1/robots/planar3/ik", json=body)).json()["solutions"]
+    assert [(s["status"], s["success"], s["iterations"]) for s in solutions] == [("deadline", False, 0)] * 3
+    torch.testing.assert_close(torch.tensor([s["q"] for s in solutions], dtype=torch.float64), q + 0.1)
+
+
 async def test_a_request_that_could_never_fit_is_413_and_a_full_line_is_503() -> None:
     async with serving(robots=["planar3"], max_queued_work=10**6, retry_after_s=3) as (app, client):
         slow_steps(app, "planar3", 0.2)  # the first is still in line when the others come

@@ -265,12 +265,16 @@ class Engine:
             for (request, k), entries in groups.items():
                 rows, offsets = np.array(entries, dtype=np.int64).T
                 self._place(request, rows, k, offsets)
-            while self._waiting and self._used < self.slots.capacity:
+            now = time.monotonic()
+            while self._waiting:
                 request = self._waiting[0]
-                if request.cancelled:
+                expired = request.deadline is not None and now >= request.deadline
+                if request.cancelled or expired:  # its targets not started yet never run
                     self._waiting.popleft()
-                    self._drop_unadmitted(request)
+                    self._drop_unadmitted(request, CANCELLED if request.cancelled else DEADLINE)
                     continue
+                if self._used >= self.slots.capacity:
+                    break
                 take = min(self.slots.capacity - self._used, request.rows - request.admitted)
                 rows = np.arange(request.admitted, request.admitted + take)
                 self._place(request, rows, 0, np.zeros(take, dtype=np.int64))
@@ -314,11 +318,12 @@ class Engine:
         if not (request.slot[row] >= 0).any() and not request.pending[row]:
             self._answer(request, np.array([row]), np.array([offset]), code=CANCELLED)
 
-    def _drop_unadmitted(self, request: Request) -> None:
-        """A cancelled request at the head of the queue: its targets not yet started answer CANCELLED."""
+    def _drop_unadmitted(self, request: Request, code: int) -> None:
+        """A cancelled or expired request at the head of the queue: its targets not yet started answer ``code``
+        (CANCELLED or DEADLINE) at their starts."""
         rows = np.arange(request.admitted, request.rows)
         request.admitted = request.rows
-        self._answer(request, rows, np.zeros_like(rows), code=CANCELLED)
+        self._answer(request, rows, np.zeros_like(rows), code=code)
 
     # ----------------------------------------------------------------------------------- retirement
 
