@@ -1,10 +1,15 @@
 """Which joints of a Pinocchio model a :class:`~ik_layer.Robot` moves, and its default end-effector frame.
 
-By default a robot moves the joints between its base and its end-effector frame; every other joint
+By default a robot moves the joints between its base and its end-effector frames; every other joint
 is locked, at its value in ``locked`` or else at Pinocchio's neutral configuration (0 for revolute
 and prismatic joints), and folded into the fixed placements by ``pinocchio.buildReducedModel``.
 ``active_joints`` names the moving joints instead. Only moving joints need a supported type
-(revolute, continuous or prismatic, not mimicking another).
+(revolute, continuous or prismatic).
+
+Mimic joints (``q_m = multiplier * q_leader + offset``, from a URDF's ``<mimic>``) are never
+coordinates: one whose leader moves stays in the reduced model and follows it (a mimic joint on a
+chain makes its leader move, even off the chain); one whose leader is locked is locked at the value
+its leader gives it, unless ``locked`` names it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,18 @@ import pinocchio as pin
 
 from ik_layer.exceptions import FrameNotFound, IKLayerError, JointNotFound, UnsupportedModelError
 
-__all__ = ["JointSelection", "frame_id", "motion_axis", "select_joints"]
+__all__ = ["JointSelection", "Mimic", "frame_id", "motion_axis", "select_joints"]
 
 _FRAME_KINDS = (pin.FrameType.BODY, pin.FrameType.OP_FRAME)  # links and sites: what a user names as end-effector
+
+
+@dataclass(frozen=True)
+class Mimic:
+    """A URDF ``<mimic>``: the joint's value is ``multiplier * q[leader] + offset``."""
+
+    leader: str
+    multiplier: float = 1.0
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -29,50 +43,62 @@ class JointSelection:
     """The moving joints of a model.
 
     Attributes:
-        ee_frame: the end-effector frame.
+        ee_frames: the end-effector frames.
         model: the model of the moving joints (the locked ones folded into fixed placements).
         reference: a configuration of the full model holding the locked joints' values.
+        followers: the mimic joints of ``model`` (they move with their leader), by name.
     """
 
-    ee_frame: str
+    ee_frames: tuple[str, ...]
     model: pin.Model
     reference: np.ndarray
+    followers: dict[str, Mimic]
 
 
 def select_joints(
     model: pin.Model,
-    ee_frame: str | None,
-    mimic_joints: frozenset[str] = frozenset(),
+    ee_frames: Sequence[str] | None,
+    mimic: Mapping[str, Mimic] | None = None,
     active_joints: Sequence[str] | None = None,
     locked: Mapping[str, float] | None = None,
 ) -> JointSelection:
-    """The joints a robot on ``model`` moves towards ``ee_frame`` (see the module docstring).
+    """The joints a robot on ``model`` moves towards ``ee_frames`` (see the module docstring).
 
-    ``ee_frame`` None picks the end of the longest chain of joints the robot can move (ties: the last
-    such frame of the model). Raises FrameNotFound, JointNotFound, UnsupportedModelError (a moving
-    joint of an unsupported type, or no moving joint under ``ee_frame``) or IKLayerError (arguments).
+    ``ee_frames`` None picks one frame: the end of the longest chain of joints the robot can move (ties:
+    the last such frame of the model; never one below a mimic joint). Raises FrameNotFound, JointNotFound,
+    UnsupportedModelError (a moving joint of an unsupported type, or no moving joint under a frame) or
+    IKLayerError (arguments).
     """
-    reference = _reference(model, locked or {})
-    free = _free_joints(model, active_joints, locked or {})
-    blocked = {j for j in free if _unsupported(model, j) or model.names[j] in mimic_joints}
+    mimic = {n: m for n, m in (mimic or {}).items() if model.existJointName(n) and model.existJointName(m.leader)}
+    reference = _reference(model, locked or {}, mimic)
+    free = _free_joints(model, active_joints, locked or {}, mimic)
+    blocked = {j for j in free if _unsupported(model, j) or model.names[j] in mimic}
     frames = _movable_frames(model, free, blocked)
-    if ee_frame is None:
+    if ee_frames is None:
         if not frames:
             raise UnsupportedModelError(f"no frame of {model.name!r} has a joint the robot can move above it")
-        ee_frame = model.frames[max(frames, key=lambda f: (frames[f], f))].name
-    chain = _chain(model, frame_id(model, ee_frame))
-    active = sorted(free) if active_joints is not None else [j for j in chain if j in free]
-    _check_active(model, ee_frame, chain, active, mimic_joints)
-    if not set(chain) & set(active):
-        candidates = ", ".join(model.frames[f].name for f in sorted(frames)) or "(none)"
-        raise UnsupportedModelError(
-            f"no joint moves between the base and {ee_frame!r}; frames with a moving joint above them: {candidates}"
-        )
+        ee_frames = [model.frames[max(frames, key=lambda f: (frames[f], f))].name]
+    chains = {name: _chain(model, frame_id(model, name)) for name in ee_frames}
+    on_chains = sorted(set().union(*chains.values()))
+    leaders = {model.getJointId(mimic[model.names[j]].leader) for j in on_chains if model.names[j] in mimic}
+    leads = {j for j in free if model.names[j] not in mimic}
+    if active_joints is None:
+        leads &= set(on_chains) | leaders
+    followers = {n: m for n, m in mimic.items() if n not in (locked or {}) and model.getJointId(m.leader) in leads}
+    active = sorted(leads | {model.getJointId(n) for n in followers})
+    for j in active:
+        reason = _unsupported(model, j)
+        if reason:
+            raise UnsupportedModelError(f"joint {model.names[j]!r} {reason}; lock it or choose another ee_frame")
+    for name, chain in chains.items():
+        _check_moves(model, name, chain, active, frames)
     lock = [j for j in range(1, model.njoints) if j not in active]
-    return JointSelection(ee_frame, _reduced(model, lock, reference), reference)
+    return JointSelection(tuple(ee_frames), _reduced(model, lock, reference), reference, followers)
 
 
-def _free_joints(model: pin.Model, active_joints: Sequence[str] | None, locked: Mapping[str, float]) -> set[int]:
+def _free_joints(
+    model: pin.Model, active_joints: Sequence[str] | None, locked: Mapping[str, float], mimic: Mapping[str, Mimic]
+) -> set[int]:
     """Joints that may move: ``active_joints`` if given, else every joint not in ``locked``."""
     if active_joints is None:
         return set(range(1, model.njoints)) - {model.getJointId(n) for n in locked}
@@ -80,20 +106,18 @@ def _free_joints(model: pin.Model, active_joints: Sequence[str] | None, locked: 
     clash = sorted(set(names) & set(locked))
     if clash:
         raise IKLayerError(f"joints {clash} are both in active_joints and in locked")
+    for name in names:
+        if name in mimic:
+            raise IKLayerError(f"active_joints: {name!r} mimics {mimic[name].leader!r}; name its leader instead")
     return {_joint_id(model, n, "active_joints") for n in names}
 
 
-def _check_active(model: pin.Model, ee_frame: str, chain: list[int], active: list[int], mimic: frozenset[str]) -> None:
-    """Raise unless every active joint has a supported type and none in the chain mimics another."""
-    for j in active:
-        reason = _unsupported(model, j)
-        if reason:
-            raise UnsupportedModelError(f"joint {model.names[j]!r} {reason}; lock it or choose another ee_frame")
-    coupled = [model.names[j] for j in chain if j in active and model.names[j] in mimic]
-    if coupled:
+def _check_moves(model: pin.Model, ee_frame: str, chain: list[int], active: list[int], frames: dict[int, int]) -> None:
+    """Raise unless a joint of ``active`` moves ``ee_frame``."""
+    if not set(chain) & set(active):
+        candidates = ", ".join(model.frames[f].name for f in sorted(frames)) or "(none)"
         raise UnsupportedModelError(
-            f"mimic joints {coupled} lie between the base and {ee_frame!r}; ik-layer does not support mimic "
-            "joints in the chain (lock them, or choose a frame off their branch)"
+            f"no joint moves between the base and {ee_frame!r}; frames with a moving joint above them: {candidates}"
         )
 
 
@@ -174,8 +198,9 @@ def _names(names: object, argument: str) -> list[str]:
     return list(names)
 
 
-def _reference(model: pin.Model, locked: Mapping[str, float]) -> np.ndarray:
-    """Pinocchio's neutral configuration of ``model`` with the one-dof ``locked`` joints at their values."""
+def _reference(model: pin.Model, locked: Mapping[str, float], mimic: Mapping[str, Mimic]) -> np.ndarray:
+    """Pinocchio's neutral configuration of ``model`` with the one-dof ``locked`` joints at their values and the
+    other mimic joints at the value their leader gives them."""
     if not isinstance(locked, Mapping):
         raise IKLayerError(f"locked must be a mapping of joint names to values, got {type(locked).__name__}")
     q = pin.neutral(model)
@@ -187,5 +212,21 @@ def _reference(model: pin.Model, locked: Mapping[str, float]) -> np.ndarray:
             raise UnsupportedModelError(
                 f"locked joint {name!r} is a {jm.shortname()}; only one-dof joints take a value"
             )
-        q[jm.idx_q : jm.idx_q + jm.nq] = [np.cos(value), np.sin(value)] if jm.nq == 2 else [value]
+        _set_value(q, jm, value)
+    for name, m in mimic.items():
+        if name not in locked and model.existJointName(m.leader):
+            leader = model.joints[model.getJointId(m.leader)]
+            _set_value(q, model.joints[model.getJointId(name)], m.multiplier * _value(q, leader) + m.offset)
     return q
+
+
+def _value(q: np.ndarray, jm: pin.JointModel) -> float:
+    """The angle or displacement of one-dof joint ``jm`` in Pinocchio configuration ``q``."""
+    if jm.nq == 2:
+        return float(np.arctan2(q[jm.idx_q + 1], q[jm.idx_q]))
+    return float(q[jm.idx_q])
+
+
+def _set_value(q: np.ndarray, jm: pin.JointModel, value: float) -> None:
+    """Write the angle or displacement ``value`` of one-dof joint ``jm`` into Pinocchio configuration ``q``."""
+    q[jm.idx_q : jm.idx_q + jm.nq] = [np.cos(value), np.sin(value)] if jm.nq == 2 else [value]

@@ -14,6 +14,12 @@ the joint's transform in its parent's frame is
     R = R_place (I + sin(q) K + (1 - cos(q)) K^2),    p = p_place + R_place s q,
 
 so the loop needs no branch on the joint type.
+
+A robot with several end-effector frames (``ee_frames=[...]``) runs the same loop once for all its
+chains, batched over a frame dimension: each chain is padded at its end with still joints (identity
+placement, zero axes) to the longest one. A mimic joint (see :mod:`ik_layer.joints`) is a chain joint
+whose value is ``multiplier * q[leader] + offset``; its Jacobian column is added, times the
+multiplier, to its leader's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pinocchio as pin
@@ -29,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
-from ik_layer.joints import frame_id, motion_axis, select_joints
+from ik_layer.joints import Mimic, frame_id, motion_axis, select_joints
 from ik_layer.lie import as_transform
 from ik_layer.limits import joint_limits
 from ik_layer.sources import read_model
@@ -56,7 +62,7 @@ def chain_kinematics(
     """Pose of the chain's tip and, optionally, its geometric Jacobian.
 
     Args:
-        q: (..., n) coordinates of the chain's joints [rad or m], root first.
+        q: (..., n) values of the chain's joints [rad or m], root first.
         place_rot: (n, 3, 3) joint placement rotations ``R_place`` in the parent joint frame.
         place_rot_k: (n, 3, 3) ``R_place K`` (K: skew of the revolute axis, zero if prismatic).
         place_rot_k2: (n, 3, 3) ``R_place K^2``.
@@ -66,6 +72,9 @@ def chain_kinematics(
         revolute: (n,) bool, True for revolute and continuous joints.
         tip: (4, 4) placement of the tip frame in the last joint's frame.
         jacobian: also compute the Jacobian.
+
+    Several chains of equal length: every constant gets a leading frame dimension F ((F, n, 3, 3),
+    ..., (F, 4, 4)), and ``q`` is (..., F, n).
 
     Returns:
         ``T_base_tip`` (..., 4, 4) and, if asked, ``J`` (..., 6, n): rows
@@ -79,16 +88,18 @@ def chain_kinematics(
     axes_world, origins = [], []
     for i in range(q.shape[-1]):
         local_rot = (
-            place_rot[i] + sin[..., i, None, None] * place_rot_k[i] + (1 - cos[..., i, None, None]) * place_rot_k2[i]
+            place_rot[..., i, :, :]
+            + sin[..., i, None, None] * place_rot_k[..., i, :, :]
+            + (1 - cos[..., i, None, None]) * place_rot_k2[..., i, :, :]
         )
-        local_pos = place_pos[i] + q[..., i, None] * slide[i]
+        local_pos = place_pos[..., i, :] + q[..., i, None] * slide[..., i, :]
         pos = pos + (rot @ local_pos[..., None]).squeeze(-1)
         rot = rot @ local_rot
         if jacobian:
-            axes_world.append(rot @ axis[i])
+            axes_world.append((rot @ axis[..., i, :, None]).squeeze(-1))
             origins.append(pos)
-    tip_pos = pos + rot @ tip[:3, 3]
-    tip_rot = rot @ tip[:3, :3]
+    tip_pos = pos + (rot @ tip[..., :3, 3:]).squeeze(-1)
+    tip_rot = rot @ tip[..., :3, :3]
     bottom = torch.zeros(*batch, 1, 4, dtype=q.dtype, device=q.device)
     bottom[..., 0, 3] = 1
     pose = torch.cat((torch.cat((tip_rot, tip_pos[..., None]), -1), bottom), -2)
@@ -96,24 +107,32 @@ def chain_kinematics(
         return pose, None
     w = torch.stack(axes_world, dim=-1)  # (..., 3, n)
     lever = tip_pos[..., None] - torch.stack(origins, dim=-1)
+    revolute = revolute[..., None, :]
     rev = revolute.to(q.dtype)
     linear = torch.where(revolute, torch.linalg.cross(w, lever, dim=-2), w)
     return pose, torch.cat((linear, w * rev), dim=-2)
 
 
 class Robot(nn.Module):
-    """A serial chain from the base to one end-effector frame, with batched FK and Jacobians.
+    """The chains from the base to one end-effector frame, or to several, with batched FK and Jacobians.
 
     Coordinates: one per moving joint (angle [rad] or displacement [m]) in Pinocchio's joint
-    order; continuous joints use a single angle. By default the moving joints are those between
-    the base and ``ee_frame``; the others are locked (see :mod:`ik_layer.joints`). Limits follow
-    :mod:`ik_layer.limits` (huge ones read as unbounded).
+    order; continuous joints use a single angle; mimic joints follow their leader and carry none.
+    By default the moving joints are those between the base and the end-effector frames; the
+    others are locked (see :mod:`ik_layer.joints`). Limits follow :mod:`ik_layer.limits` (huge ones
+    read as unbounded).
+
+    One frame (``ee_frame``): poses are (..., 4, 4), Jacobians (..., 6, dof), targets (..., 4, 4).
+    Several (``ee_frames=[...]``, F of them, even F = 1): every pose, Jacobian, target and weight gets
+    a frame dimension before its own: (..., F, 4, 4), (..., F, 6, dof), (..., F, 6).
 
     Attributes:
         name: robot name (built-in name or model name).
         dof: number of coordinates.
         joint_names: names of the joints carrying the coordinates, in order.
-        ee_frame: name of the end-effector frame.
+        ee_frame: name of the end-effector frame (the first of ``ee_frames``).
+        ee_frames: names of the end-effector frames; None for a one-frame robot.
+        mimic: the mimic joints that move (with their leader), by name.
         lower, upper: (dof,) joint limits [rad or m]; continuous joints get (-pi, pi].
         continuous: (dof,) bool, joints without limits (wrapped to (-pi, pi]).
         model: Pinocchio model of the moving joints (locked joints folded into fixed placements).
@@ -129,41 +148,44 @@ class Robot(nn.Module):
         model: pin.Model,
         ee_frame: str | None = None,
         *,
+        ee_frames: Sequence[str] | None = None,
         name: str | None = None,
-        mimic_joints: frozenset[str] = frozenset(),
+        mimic_joints: Mapping[str, Mimic] | None = None,
         active_joints: Sequence[str] | None = None,
         locked: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(model, pin.Model):
             raise IKLayerError(f"model must be a pinocchio.Model, got {type(model).__name__}")
-        if not isinstance(ee_frame, (str, type(None))):
-            raise IKLayerError(f"ee_frame must be a frame name (str) or None, got {type(ee_frame).__name__}")
-        selection = select_joints(model, ee_frame, mimic_joints, active_joints, locked)
+        frames = _frame_names(ee_frame, ee_frames)
+        selection = select_joints(model, frames, mimic_joints, active_joints, locked)
         self.full_model = model
         model = self.model = selection.model
         self.name = name or model.name
-        self.dof = model.nv
+        self.mimic = selection.followers
         self.nq = model.nq
-        joints = list(range(1, model.njoints))
+        joints = [j for j in range(1, model.njoints) if model.names[j] not in self.mimic]
+        self.dof = len(joints)
         self.joint_names = [model.names[j] for j in joints]
-        self.ee_frame = selection.ee_frame
+        self.ee_frame = selection.ee_frames[0]
+        self.ee_frames = selection.ee_frames if ee_frames is not None else None
         revolute = [bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in joints]
         lower, upper, continuous = joint_limits(model, joints, revolute)
         self.register_buffer("lower", lower)
         self.register_buffer("upper", upper)
         self.register_buffer("continuous", continuous)
-        q_index, cos_index, sin_index = _pinocchio_indices(model, joints)
+        sources = _joint_sources(model, self.joint_names, self.mimic)
+        q_index, cos_index, sin_index = _pinocchio_indices(model)
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
         self.register_buffer("_sin_index", sin_index)
+        for key, value in _coupling(list(range(1, model.njoints)), sources).items():
+            self.register_buffer(f"_joint{key}", value)
         self.register_buffer("_full_reference", torch.tensor(selection.reference, dtype=torch.float64))
         self.register_buffer("_full_q_index", _full_q_index(self.full_model, model))
 
-        frame = model.frames[frame_id(model, self.ee_frame)]
-        chain = [j for j in model.supports[frame.parentJoint] if j != 0]
-        self.register_buffer("_chain_cols", torch.tensor([model.joints[j].idx_v for j in chain], dtype=torch.long))
-        for key, value in _chain_buffers(model, chain, frame.placement).items():
+        stacked = self.ee_frames is not None
+        for key, value in _frames_buffers(model, selection.ee_frames, sources, stacked=stacked).items():
             self.register_buffer(key, value)
 
     @property
@@ -176,10 +198,22 @@ class Robot(nn.Module):
         """Device of the robot's tensors."""
         return self.lower.device
 
+    @property
+    def engine_supported(self) -> bool:
+        """Whether the fused engine kernel solves for this robot: one end-effector frame and no mimic joints.
+
+        :func:`ik_layer.solve` runs the others on the eager reference solver.
+        """
+        return self.ee_frames is None and not self.mimic
+
+    @property
+    def target_shape(self) -> tuple[int, ...]:
+        """Shape of one target transform: (4, 4), or (F, 4, 4) with several end-effector frames."""
+        return (4, 4) if self.ee_frames is None else (len(self.ee_frames), 4, 4)
+
     def extra_repr(self) -> str:
-        return (
-            f"name={self.name!r}, dof={self.dof}, ee_frame={self.ee_frame!r}, dtype={self.dtype}, device={self.device}"
-        )
+        frames = f"ee_frame={self.ee_frame!r}" if self.ee_frames is None else f"ee_frames={list(self.ee_frames)!r}"
+        return f"name={self.name!r}, dof={self.dof}, {frames}, dtype={self.dtype}, device={self.device}"
 
     def to(self, *args: Any, **kwargs: Any) -> Robot:
         """``nn.Module.to``; dtypes other than float32 / float64 and unusable devices raise an IKLayerError."""
@@ -223,11 +257,20 @@ class Robot(nn.Module):
     def check_target(self, target: Tensor, name: str = "target") -> Tensor:
         """Validate a target pose (..., 7) or transform (..., 4, 4) for this robot and return it as (..., 4, 4).
 
-        Its dtype and device must be the robot's; see :func:`ik_layer.lie.as_transform` for the other checks.
+        With F end-effector frames: (..., F, 7) or (..., F, 4, 4), returned as (..., F, 4, 4). Its dtype
+        and device must be the robot's; see :func:`ik_layer.lie.as_transform` for the other checks.
         """
         if isinstance(target, Tensor):
             self._check_like(target, name)
-        return as_transform(target, name)
+        transform = as_transform(target, name)
+        shape = self.target_shape
+        if transform.shape[transform.dim() - len(shape) :] != shape:
+            frames = ", ".join(self.ee_frames or ())
+            raise ShapeError(
+                f"{name} must have shape (..., {shape[0]}, 4, 4) or (..., {shape[0]}, 7): one pose per frame of "
+                f"{self.name} ({frames}), got {tuple(target.shape)}"
+            )
+        return transform
 
     def check_generator(self, generator: torch.Generator | None, name: str = "generator") -> None:
         """Raise unless ``generator`` is None or a ``torch.Generator`` on the robot's device type."""
@@ -255,13 +298,13 @@ class Robot(nn.Module):
             raise DeviceError(f"{name} is on {x.device} but the robot is on {self.device}")
 
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-        """Pose (..., 4, 4) and, if asked, Jacobian (..., 6, dof) of ``q`` without validating it.
+        """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` without validating it.
 
         The unchecked path for inner loops (no host sync, so it also works under
         ``torch.func.vmap``); :meth:`fk` and :meth:`fk_jacobian` validate first.
         """
         pose, j_chain = chain_kinematics(
-            q[..., self._chain_cols],
+            q[..., self._chain_cols] * self._chain_scale + self._chain_offset,
             self._place_rot,
             self._place_rot_k,
             self._place_rot_k2,
@@ -275,29 +318,33 @@ class Robot(nn.Module):
         if j_chain is None:
             return pose, None
         full = j_chain.new_zeros(*j_chain.shape[:-1], self.dof)
-        return pose, full.index_copy(-1, self._chain_cols, j_chain)
+        cols = self._chain_cols[..., None, :].expand(j_chain.shape)
+        return pose, full.scatter_add(-1, cols, j_chain * self._chain_scale[..., None, :])
 
     def fk(self, q: Tensor) -> Tensor:
-        """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., dof); differentiable."""
+        """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., dof), or (..., F, 4, 4); differentiable."""
         return self.kinematics(self.check_q(q), jacobian=False)[0]
 
     def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
-        """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass.
+        """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass; with F frames
+        (..., F, 4, 4) and (..., F, 6, dof).
 
-        Jacobian rows are [linear; angular], origin at the end-effector frame,
-        axes of the base (Pinocchio's ``LOCAL_WORLD_ALIGNED``).
+        Jacobian rows are [linear; angular], origin at the end-effector frame, axes of the base
+        (Pinocchio's ``LOCAL_WORLD_ALIGNED``); a mimic joint's motion is in its leader's column.
         """
         pose, jac = self.kinematics(self.check_q(q), jacobian=True)
         return pose, jac  # type: ignore[return-value]
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:
-        """Pinocchio configuration (..., nq) of ``q`` (..., dof): continuous joints as (cos, sin)."""
+        """Pinocchio configuration (..., nq) of :attr:`model` at ``q`` (..., dof): continuous joints as (cos, sin),
+        mimic joints at their leader's multiple."""
         q = self.check_q(q)
+        values = q[..., self._joint_cols] * self._joint_scale + self._joint_offset
         out = q.new_zeros(*q.shape[:-1], self.nq)
         direct, rotary = self._q_index >= 0, self._cos_index >= 0
-        out[..., self._q_index[direct]] = q[..., direct]
-        out[..., self._cos_index[rotary]] = torch.cos(q[..., rotary])
-        out[..., self._sin_index[rotary]] = torch.sin(q[..., rotary])
+        out[..., self._q_index[direct]] = values[..., direct]
+        out[..., self._cos_index[rotary]] = torch.cos(values[..., rotary])
+        out[..., self._sin_index[rotary]] = torch.sin(values[..., rotary])
         return out
 
     def to_full_pinocchio_q(self, q: Tensor) -> Tensor:
@@ -372,10 +419,89 @@ def _check_shape(shape: object, name: str = "shape") -> tuple[int, ...]:
     return size
 
 
-def _pinocchio_indices(model: pin.Model, joints: list[int]) -> tuple[Tensor, Tensor, Tensor]:
-    """Index maps from our coordinates into Pinocchio's q: direct, cos and sin slots (-1: none)."""
+def _frame_names(ee_frame: object, ee_frames: object) -> list[str] | None:
+    """The end-effector frames asked for: ``[ee_frame]``, ``ee_frames``, or None (the default frame)."""
+    if not isinstance(ee_frame, (str, type(None))):
+        raise IKLayerError(f"ee_frame must be a frame name (str) or None, got {type(ee_frame).__name__}")
+    if ee_frames is None:
+        return None if ee_frame is None else [ee_frame]
+    if ee_frame is not None:
+        raise IKLayerError("give ee_frame or ee_frames, not both")
+    names = ee_frames if isinstance(ee_frames, Sequence) and not isinstance(ee_frames, str) else None
+    if not names or not all(isinstance(n, str) for n in names):
+        raise IKLayerError(f"ee_frames must be a non-empty sequence of frame names, got {ee_frames!r}")
+    if len(set(names)) != len(names):
+        raise IKLayerError(f"ee_frames must not repeat a frame, got {list(names)}")
+    return list(names)
+
+
+def _frames_buffers(
+    model: pin.Model, frames: Sequence[str], sources: Mapping[int, _Source], *, stacked: bool
+) -> dict[str, Tensor]:
+    """Constants of the chains to ``frames`` for :func:`chain_kinematics` and their couplings (``_chain_cols``,
+    ``_chain_scale``, ``_chain_offset``): the first frame's, or all stacked on a leading frame dimension, each
+    chain padded to the longest one."""
+    chains = [_frame_chain(model, f) for f in frames]
+    length = max(len(chain) for chain, _ in chains)
+    per_frame = [
+        {k: _pad(v, k, length) for k, v in _chain_buffers(model, chain, placement).items()}
+        | {f"_chain{k}": v for k, v in _coupling(chain, sources, length).items()}
+        for chain, placement in chains
+    ]
+    if not stacked:
+        return per_frame[0]
+    return {key: torch.stack([b[key] for b in per_frame]) for key in per_frame[0]}
+
+
+def _frame_chain(model: pin.Model, frame: str) -> tuple[list[int], pin.SE3]:
+    """Joints from the base to ``frame`` (root first) and the frame's placement in the last one."""
+    placement = model.frames[frame_id(model, frame)]
+    return [j for j in model.supports[placement.parentJoint] if j != 0], placement.placement
+
+
+class _Source(NamedTuple):
+    """A joint's value as a function of the coordinates: ``q[col] * scale + offset``."""
+
+    col: int
+    scale: float = 1.0
+    offset: float = 0.0
+
+
+def _joint_sources(model: pin.Model, coordinates: list[str], mimic: Mapping[str, Mimic]) -> dict[int, _Source]:
+    """Every joint of ``model`` by id: its own coordinate, or its leader's for a mimic joint."""
+    column = {n: i for i, n in enumerate(coordinates)}
+    sources = {}
+    for j in range(1, model.njoints):
+        rule = mimic.get(model.names[j], Mimic(model.names[j]))
+        sources[j] = _Source(column[rule.leader], rule.multiplier, rule.offset)
+    return sources
+
+
+def _coupling(joints: list[int], sources: Mapping[int, _Source], length: int | None = None) -> dict[str, Tensor]:
+    """Columns, multipliers and offsets of ``joints``, padded to ``length`` with still entries (all zero)."""
+    pad = (length or len(joints)) - len(joints)
+    rules = [sources[j] for j in joints] + [_Source(0, 0.0, 0.0)] * pad
+    cols, scale, offset = zip(*rules, strict=True)
+    return {
+        "_cols": torch.tensor(cols, dtype=torch.long),
+        "_scale": torch.tensor(scale, dtype=torch.float64),
+        "_offset": torch.tensor(offset, dtype=torch.float64),
+    }
+
+
+def _pad(x: Tensor, key: str, length: int) -> Tensor:
+    """Chain constant ``x`` (n, ...) padded to ``length`` joints that do not move (identity placements)."""
+    pad = length - x.shape[0]
+    if key == "_tip" or pad == 0:
+        return x
+    still = torch.eye(3, dtype=x.dtype).expand(pad, 3, 3) if key == "_place_rot" else x.new_zeros(pad, *x.shape[1:])
+    return torch.cat((x, still))
+
+
+def _pinocchio_indices(model: pin.Model) -> tuple[Tensor, Tensor, Tensor]:
+    """Index maps from the joints of ``model`` into Pinocchio's q: direct, cos and sin slots (-1: none)."""
     direct, cos_slot, sin_slot = [], [], []
-    for j in joints:
+    for j in range(1, model.njoints):
         jm = model.joints[j]
         if jm.nq == 2:
             direct.append(-1)
@@ -431,6 +557,7 @@ def load_robot(
     name_or_path: str | Path,
     ee_frame: str | None = None,
     *,
+    ee_frames: Sequence[str] | None = None,
     active_joints: Sequence[str] | None = None,
     locked: Mapping[str, float] | None = None,
     dtype: torch.dtype | str | None = torch.float64,
@@ -444,8 +571,10 @@ def load_robot(
             holding the XML itself. Meshes are never read.
         ee_frame: end-effector frame; default: the built-in robot's, else the end of the longest chain
             of joints the robot can move (ties: the last such frame of the model).
-        active_joints: the joints the solver moves; default: those between the base and ``ee_frame``
-            that are not in ``locked``.
+        ee_frames: several end-effector frames instead of ``ee_frame`` (both hands, four feet): poses,
+            Jacobians, targets and weights get a frame dimension (see :class:`Robot`).
+        active_joints: the joints the solver moves; default: those between the base and the end-effector
+            frames that are not in ``locked`` (and the leaders of mimic joints on those chains).
         locked: values [rad or m] of joints held fixed; other joints that do not move stay at 0
             (Pinocchio's neutral configuration).
         dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
@@ -455,7 +584,7 @@ def load_robot(
     Raises:
         RobotNotFound: neither a built-in name, XML text nor an existing file.
         UnsupportedModelError: a model the parser refuses (its reason included), a moving joint of an
-            unsupported type (mimic, planar, ...), or no moving joint under ``ee_frame``.
+            unsupported type (planar, spherical, ...), or no moving joint under an end-effector frame.
         FrameNotFound, JointNotFound: ``ee_frame`` or a joint name is not in the model (the message lists them).
         DTypeError, DeviceError: unsupported ``dtype``; malformed or unavailable ``device``.
         IKLayerError: arguments of the wrong type; a xacro file without the xacro package.
@@ -465,7 +594,8 @@ def load_robot(
     source = read_model(name_or_path)
     robot = Robot(
         source.model,
-        source.ee_frame if ee_frame is None else ee_frame,
+        source.ee_frame if ee_frame is None and ee_frames is None else ee_frame,
+        ee_frames=ee_frames,
         name=source.name,
         mimic_joints=source.mimic_joints,
         active_joints=active_joints,

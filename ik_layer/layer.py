@@ -11,6 +11,10 @@ zero error) this is ``dq = (W^1/2 J)^+ W^1/2 twist``: the unique inverse for a
 least-squares one for an arm with fewer than 6 joints. The backward pass never
 re-runs the solver: it is one damped solve per row plus one vector-Jacobian
 product of ``r``. Rows that did not converge get zero gradient.
+
+Several end-effector frames (``load_robot(..., ee_frames=[...])``): ``r`` stacks the F frames'
+residuals (6F rows) and J their Jacobians; targets are (..., F, 4, 4), the tool is per frame
+((..., F, 4, 4), or one (4, 4) for all) and the base is the robot's, shared by its frames ((..., 4, 4)).
 """
 
 from __future__ import annotations
@@ -45,10 +49,13 @@ def ik_solve(
 
     Args:
         robot: the robot.
-        target: ``T_world_tool`` targets, (..., 4, 4) or poses (..., 7); may require grad.
+        target: ``T_world_tool`` targets, (..., 4, 4) or poses (..., 7); may require grad. With F
+            end-effector frames (..., F, 4, 4) or (..., F, 7).
         options: the solver's options (default: :class:`SolveOptions` defaults).
-        tool: optional ``T_ee_tool`` (4, 4) or (..., 4, 4) tool offset; may require grad.
-        base: optional ``T_world_base`` (4, 4) or (..., 4, 4) base transform; may require grad.
+        tool: optional ``T_ee_tool`` (4, 4) or (..., 4, 4) tool offset; may require grad. With F frames one
+            per frame, (..., F, 4, 4), or one (4, 4) for all.
+        base: optional ``T_world_base`` (4, 4) or (..., 4, 4) base transform, shared by all frames; may
+            require grad.
         weights: per-axis weights of the error, as in :func:`solve`.
         **solve_arguments: passed to :func:`solve` (``warm_start``, ``posture``, ``generator``,
             option changes such as ``num_seeds=8``).
@@ -57,19 +64,24 @@ def ik_solve(
         The solution; ``q`` (..., dof) carries implicit gradients w.r.t. ``target``,
         ``tool`` and ``base``; rows with ``success=False`` get zero gradient.
     """
-    target_t = as_transform(target)
-    tool_t = _transform_or_identity(tool, "tool", target_t)
-    base_t = _transform_or_identity(base, "base", target_t)
+    if not isinstance(robot, Robot):
+        raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+    target_t = robot.check_target(target)
+    frames = len(robot.target_shape) - 2  # 1 with several end-effector frames: the base is shared by them
+    tool_t = _transform_or_identity(tool, "tool", target_t, target_t.shape[:-2])
+    base_t = _transform_or_identity(base, "base", target_t, target_t.shape[: target_t.dim() - 2 - frames])
     with torch.no_grad():
-        ee_target = invert_transform(base_t) @ target_t @ invert_transform(tool_t)
+        ee_target = _per_frame(robot, invert_transform(base_t)) @ target_t @ invert_transform(tool_t)
         result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
     sqrt_w = _sqrt_weights(robot, weights)
 
     def residual(q: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
-        return sqrt_w * pose_error(target_, base_ @ robot.fk(q) @ tool_)
+        r = sqrt_w * pose_error(target_, _per_frame(robot, base_) @ robot.fk(q) @ tool_)
+        return r.flatten(q.dim() - 1)
 
     with torch.no_grad():
         jac = -sqrt_w[..., None] * _tool_jacobian(robot, result.q, tool_t, base_t)
+        jac = jac.flatten(result.q.dim() - 1, -2)
     q = implicit_root(result.q, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
     return IKResult(q, result.success, result.position_error, result.orientation_error, result.iterations)
 
@@ -105,33 +117,41 @@ class IKLayer(nn.Module):
 
 
 def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> Tensor:
-    """``dq/d(target twist)`` (..., dof, 6) at solutions ``q`` (..., dof).
+    """``dq/d(target twist)`` (..., dof, 6) at solutions ``q`` (..., dof); (..., dof, F, 6) with F frames.
 
-    The twist ``[dv; dw]`` moves the target in the base frame (``T <- exp(twist) T``);
-    this is the matrix ``(W^1/2 J)^+ W^1/2`` that :func:`ik` applies in its backward pass.
+    The twist ``[dv; dw]`` moves the target (of frame f) in the base frame (``T <- exp(twist) T``);
+    this is the matrix ``(W^1/2 J)^+ W^1/2`` that :func:`ik` applies in its backward pass (J and W
+    stacked over the frames).
     """
     sqrt_w = _sqrt_weights(robot, weights)
     _, jac = robot.fk_jacobian(q)
-    return damped_pseudo_inverse(sqrt_w[..., None] * jac) * sqrt_w[..., None, :]
+    weighted = (sqrt_w[..., None] * jac).flatten(q.dim() - 1, -2)  # (..., 6F, dof)
+    scale = sqrt_w.expand(jac.shape[:-1]).flatten(q.dim() - 1)[..., None, :]
+    return (damped_pseudo_inverse(weighted) * scale).unflatten(-1, (*robot.target_shape[:-2], 6))
+
+
+def _per_frame(robot: Robot, base: Tensor) -> Tensor:
+    """``base`` (..., 4, 4) ready to multiply the robot's poses: (..., 1, 4, 4) with several frames."""
+    return base if robot.ee_frames is None else base.unsqueeze(-3)
 
 
 def _tool_jacobian(robot: Robot, q: Tensor, tool: Tensor, base: Tensor) -> Tensor:
-    """Jacobian (..., 6, dof) of ``base @ fk(q) @ tool``: origin at the tool, axes of the world."""
+    """Jacobian (..., [F,] 6, dof) of ``base @ fk(q) @ tool``: origin at the tool, axes of the world."""
     pose, jac = robot.fk_jacobian(q)
     lever = pose[..., :3, :3] @ tool[..., :3, 3:]  # ee -> tool origin, base axes
     linear = jac[..., :3, :] - skew(lever.squeeze(-1)) @ jac[..., 3:, :]
-    rot = base[..., :3, :3]
+    rot = _per_frame(robot, base)[..., :3, :3]
     return torch.cat((rot @ linear, rot @ jac[..., 3:, :]), dim=-2)
 
 
-def _transform_or_identity(x: Tensor | None, name: str, like: Tensor) -> Tensor:
+def _transform_or_identity(x: Tensor | None, name: str, like: Tensor, batch: torch.Size) -> Tensor:
+    """``x`` as a transform whose batch shape broadcasts to ``batch`` (the identity if None)."""
     if x is None:
         eye = torch.eye(3, dtype=like.dtype, device=like.device)
         return from_rotation_translation(eye, like.new_zeros(3))
     t = as_transform(x, name)
     if t.dtype != like.dtype or t.device != like.device:
         raise IKLayerError(f"{name} must match the target's dtype and device ({like.dtype}, {like.device})")
-    batch = like.shape[:-2]
     try:
         fits = torch.broadcast_shapes(t.shape[:-2], batch) == batch
     except RuntimeError:

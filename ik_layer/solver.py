@@ -1,5 +1,8 @@
 """The reference IK solver, in eager torch: Levenberg-Marquardt on the SE(3) error, many seeds per target.
 
+With F end-effector frames the residual stacks the F frames' 6-D errors (6F rows, as do the Jacobian
+and the weights): one LM over all of them. A target succeeds when every frame is within tolerance.
+
 All targets and their seeds are solved as one batch of rows laid out as
 ``(targets, seeds, dof)``. Every ``check_every`` iterations the loop syncs with
 the host once to drop solved targets from the batch and to restart stalled
@@ -38,9 +41,9 @@ class IKResult:
 
     Attributes:
         q: (..., dof) best joint configuration found, inside the joint limits.
-        success: (...) bool, both errors within their tolerances.
-        position_error: (...) [m] norm of the weighted position error axes.
-        orientation_error: (...) [rad] norm of the weighted rotation-vector error axes.
+        success: (...) bool, both errors within their tolerances (at every end-effector frame).
+        position_error: (...) [m] norm of the weighted position error axes (the worst frame's).
+        orientation_error: (...) [rad] norm of the weighted rotation-vector error axes (the worst frame's).
         iterations: (...) int64, iterations until success (the budget used if it failed).
     """
 
@@ -109,8 +112,8 @@ class Problem:
         if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
         robot.check_generator(generator)
-        batch = target_t.shape[:-2]
-        flat = target_t.reshape(-1, 4, 4)
+        batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
+        flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
         return Problem(
             batch=batch,
@@ -146,7 +149,7 @@ class _Problem:
     ) -> None:
         self.robot = robot
         self.target = target
-        self.weights = weights
+        self.weights = weights.flatten(1)  # (n, 6F): the stacked residual's weights
         self.options = options
         self.tol = (options.position_tolerance, options.orientation_tolerance)
         self.posture = posture
@@ -157,9 +160,9 @@ class _Problem:
         self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
 
     def errors(self, e: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-        """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6)."""
-        masked = e * (self.weights[rows] > 0)[:, None, :]
-        return masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)
+        """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6F), the worst frame's."""
+        masked = (e * (self.weights[rows] > 0)[:, None, :]).unflatten(-1, (-1, 6))
+        return masked[..., :3].norm(dim=-1).amax(-1), masked[..., 3:].norm(dim=-1).amax(-1)
 
     def score(self, e: Tensor, rows: Tensor) -> Tensor:
         """Error in units of the tolerances; <= 1 is success."""
@@ -203,8 +206,8 @@ class _Problem:
                 state = state.restart(self, rows, stalled, fresh)
         success = self.done_at >= 0
         iters = torch.where(success, self.done_at, torch.full_like(self.done_at, iteration))
-        pose = self.robot.fk(self.best_q)
-        pos, ori = self.errors(pose_error(self.target, pose)[:, None], torch.arange(n, device=rows.device))
+        e = pose_error(self.target, self.robot.fk(self.best_q)).flatten(1)
+        pos, ori = self.errors(e[:, None], torch.arange(n, device=rows.device))
         return self.best_q, success, pos[:, 0], ori[:, 0], iters
 
     def _record(self, state: _LMState, rows: Tensor, iteration: int) -> None:
@@ -232,8 +235,8 @@ class _LMState:
     """Per-seed LM state, shape (A, S, ...) for A active targets and S seeds."""
 
     q: Tensor  # (A, S, dof)
-    e: Tensor  # (A, S, 6) error at q
-    jac: Tensor  # (A, S, 6, dof) Jacobian at q
+    e: Tensor  # (A, S, 6F) error at q, F frames stacked
+    jac: Tensor  # (A, S, 6F, dof) Jacobian at q
     cost: Tensor  # (A, S) weighted squared error
     mu: Tensor  # (A, S) relative damping
     age: Tensor  # (A, S) iterations since the seed (re)started
@@ -311,23 +314,24 @@ def _damped_step(jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tenso
 
 
 def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Error (A, S, 6), Jacobian of the pose (A, S, 6, dof) and weighted cost (A, S) at ``q``."""
+    """Error (A, S, 6F), Jacobian of the poses (A, S, 6F, dof) and weighted cost (A, S) at ``q``."""
     pose, jac = problem.robot.kinematics(q, jacobian=True)  # unchecked: no host sync per iteration
-    e = pose_error(problem.target[rows, None], pose)
+    e = pose_error(problem.target[rows, None], pose).flatten(q.dim() - 1)
     cost = (problem.weights[rows, None] * e * e).sum(-1)
-    return e, jac, cost
+    return e, jac.flatten(q.dim() - 1, -2), cost
 
 
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
+    shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
     if weights is None:
-        return torch.ones(n, 6, dtype=robot.dtype, device=robot.device)
+        return torch.ones(n, *shape, dtype=robot.dtype, device=robot.device)
     w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
     if w.dim() < 1 or w.shape[-1] != 6:
-        raise ShapeError(f"weights must have shape (6,) or (..., 6), got {tuple(w.shape)}")
+        raise ShapeError(f"weights must have shape (6,) or (..., {', '.join(map(str, shape))}), got {tuple(w.shape)}")
     if not torch.isfinite(w).all() or bool((w < 0).any()):
         raise NonFiniteError("weights must be finite and non-negative")
     try:
-        w = w.expand(*batch, 6).reshape(n, 6)
+        w = w.expand(*batch, *shape).reshape(n, *shape)
     except RuntimeError as err:
         raise ShapeError(
             f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}"

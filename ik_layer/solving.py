@@ -3,7 +3,10 @@
 The engine (:mod:`ik_layer.engine`: one warp kernel per block of LM iterations over a pool of
 slots, more seeds only for targets that stall) is the default. The eager torch solver
 (:func:`ik_layer.solver.solve_reference`) is the readable reference the engine is tested against;
-``reference=True`` picks it.
+``reference=True`` picks it. The engine's kernel solves one end-effector frame without mimic joints
+(:attr:`Robot.engine_supported`); other robots (several frames, mimic joints) always take the eager path.
+Only the engine gives up early on targets provably out of reach (:mod:`ik_layer.engine.reach`: one
+seed of ``restart_after`` iterations); the eager path spends the whole budget on them.
 """
 
 from __future__ import annotations
@@ -45,23 +48,29 @@ def solve(
 
     Args:
         robot: the robot; its dtype and device are used throughout.
-        target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``.
+        target: ``T_base_ee`` targets, (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``;
+            with F end-effector frames (``load_robot(..., ee_frames=[...])``) one per frame, (..., F, 4, 4)
+            or (..., F, 7).
         options: the solver's options (default: :class:`SolveOptions` defaults).
         warm_start: optional configuration (..., dof) (or (dof,) for all targets), the first seed.
-        weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``;
+        weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``
+            ((..., F, 6) per frame with F frames: zero rotation weights make a frame position-only);
             a zero weight drops that axis from the cost and from the reported errors.
         posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
             Jacobian's null space, used as a seed, and preferred among successful seeds.
         generator: random generator of the seeds, on the robot's device (reproducible results).
-        reference: run the eager torch reference path instead of the fused engine.
+        reference: run the eager torch reference path instead of the fused engine (always taken for
+            robots the engine does not support, see :attr:`Robot.engine_supported`).
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
-        An :class:`IKResult`; unreachable targets come back with ``success=False``.
+        An :class:`IKResult`; unreachable targets come back with ``success=False`` (on the engine, those
+        provably out of reach after ``restart_after`` iterations of one seed). With several
+        frames, success needs every frame within tolerance and the errors are the worst frame's.
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
-    if reference:
+    if reference or (isinstance(robot, Robot) and not robot.engine_supported):
         return solve_reference(
             robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
             **option_changes,

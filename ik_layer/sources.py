@@ -10,9 +10,9 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,6 +20,7 @@ import numpy as np
 import pinocchio as pin
 
 from ik_layer.exceptions import IKLayerError, RobotNotFound, UnsupportedModelError
+from ik_layer.joints import Mimic
 from ik_layer.robots import REGISTRY
 
 __all__ = ["ModelSource", "read_model"]
@@ -38,13 +39,13 @@ class ModelSource:
         model: the kinematic model, every joint of the file included.
         name: the built-in name, else the model's name.
         ee_frame: the built-in robot's end-effector frame; None for files and text.
-        mimic_joints: joints the URDF declares as mimicking another (Pinocchio loads them as free joints).
+        mimic_joints: the URDF's ``<mimic>`` elements by joint name (Pinocchio loads those joints as free ones).
     """
 
     model: pin.Model
     name: str
     ee_frame: str | None = None
-    mimic_joints: frozenset[str] = frozenset()
+    mimic_joints: Mapping[str, Mimic] = field(default_factory=dict)
 
 
 def read_model(source: str | os.PathLike[str]) -> ModelSource:
@@ -84,19 +85,28 @@ def _from_xml(text: str, origin: str, name: str | None = None, ee_frame: str | N
     return ModelSource(model, name or model.name, ee_frame, _urdf_extras(model, text))
 
 
-def _urdf_extras(model: pin.Model, text: str) -> frozenset[str]:
+def _urdf_extras(model: pin.Model, text: str) -> dict[str, Mimic]:
     """What Pinocchio's URDF parser drops: a ``<limit>``'s missing bounds become infinite in ``model``; returns
     the mimic joints. A plain scan of the joint elements, as tolerant as the parser (stray text before the
     XML declaration, undeclared namespace prefixes)."""
-    mimic = set()
+    mimic = {}
     for attributes, body in _JOINT.findall(_COMMENT.sub("", text)):
         attrs = _attributes(attributes)
-        if re.search(r"<mimic\b", body):
-            mimic.add(attrs.get("name", ""))
+        element = re.search(r"<mimic\b([^>]*)>", body)
+        if element:
+            mimic[attrs.get("name", "")] = _mimic(attrs.get("name", ""), _attributes(element.group(1)))
         limit = re.search(r"<limit\b([^>]*)>", body)
         if limit and attrs.get("type") in ("revolute", "prismatic") and model.existJointName(attrs.get("name", "")):
             _unbound_missing(model, attrs["name"], _attributes(limit.group(1)))
-    return frozenset(mimic)
+    return mimic
+
+
+def _mimic(joint: str, attrs: dict[str, str]) -> Mimic:
+    """The ``<mimic>`` of ``joint`` from its attributes (URDF defaults: multiplier 1, offset 0)."""
+    try:
+        return Mimic(attrs["joint"], float(attrs.get("multiplier", 1.0)), float(attrs.get("offset", 0.0)))
+    except (KeyError, ValueError) as err:
+        raise UnsupportedModelError(f"joint {joint!r}: malformed <mimic {attrs}>: {err!r}") from err
 
 
 def _unbound_missing(model: pin.Model, joint: str, limit: dict[str, str]) -> None:

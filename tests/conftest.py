@@ -61,7 +61,8 @@ def pinocchio_fk_jacobian(robot, q: torch.Tensor, frame: str | None = None) -> t
     """Reference pose (..., 4, 4) and LOCAL_WORLD_ALIGNED Jacobian (..., 6, dof) from Pinocchio, float64.
 
     One Pinocchio call per configuration (forwardKinematics, updateFramePlacements,
-    computeFrameJacobian) on ``robot.model`` with ``robot.to_pinocchio_q(q)``.
+    computeFrameJacobian) on ``robot.model`` with ``robot.to_pinocchio_q(q)``. The columns of mimic
+    joints (``robot.mimic``) are added to their leader's, times the multiplier (the chain rule).
     """
     import pinocchio as pin
 
@@ -78,7 +79,29 @@ def pinocchio_fk_jacobian(robot, q: torch.Tensor, frame: str | None = None) -> t
         pin.updateFramePlacements(model, data)
         poses[i] = data.oMf[frame_id].homogeneous
         jacs[i] = pin.computeFrameJacobian(model, data, qi, frame_id, pin.LOCAL_WORLD_ALIGNED)
-    return poses.reshape(*batch, 4, 4), jacs.reshape(*batch, 6, model.nv)
+    return poses.reshape(*batch, 4, 4), (jacs @ coordinate_fold(robot, model)).reshape(*batch, 6, robot.dof)
+
+
+def coordinate_fold(robot, model) -> np.ndarray:
+    """(model.nv, dof): d(model's velocity)/d(robot's coordinates); ``robot.model`` or ``robot.full_model``.
+
+    Each coordinate's joint has a one; a moving mimic joint has its multiplier in its leader's column;
+    locked joints have zero rows.
+    """
+    fold = np.zeros((model.nv, robot.dof))
+    for j in range(1, model.njoints):
+        name, rule = model.names[j], robot.mimic.get(model.names[j])
+        if rule is not None:
+            fold[model.joints[j].idx_v, robot.joint_names.index(rule.leader)] = rule.multiplier
+        elif name in robot.joint_names:
+            fold[model.joints[j].idx_v, robot.joint_names.index(name)] = 1.0
+    return fold
+
+
+@pytest.fixture(scope="session")
+def fold() -> Callable[..., np.ndarray]:
+    """:func:`coordinate_fold` as a fixture."""
+    return coordinate_fold
 
 
 @pytest.fixture(scope="session")

@@ -39,10 +39,10 @@ CASES = {
     **{f"builtin-{n}": Case(name=n) for n in ik_layer.builtin_robots()},
     "erd-ur5": Case(erd="ur_description/urdf/ur5_robot.urdf"),
     "erd-panda-default": Case(erd="panda_description/urdf/panda.urdf"),  # the longest chain: to the left finger
-    "erd-panda-all-joints": Case(  # 9 dof, the fingers off the chain
+    "erd-panda-all-joints": Case(  # 8 dof, the fingers off the chain
         erd="panda_description/urdf/panda.urdf",
         ee_frame="panda_hand",
-        active_joints=(*(f"panda_joint{i}" for i in range(1, 8)), "panda_finger_joint1", "panda_finger_joint2"),
+        active_joints=(*(f"panda_joint{i}" for i in range(1, 8)), "panda_finger_joint1"),  # joint2 mimics joint1
     ),
     "erd-talos-arm-torso-locked": Case(
         erd="talos_data/robots/talos_reduced.urdf",
@@ -111,22 +111,22 @@ def test_fk_jacobian_matches_pinocchio_float32(oracle):
     np.testing.assert_allclose(jac.double().numpy(), oracle.jac, atol=1e-4, rtol=0)
 
 
-def test_fk_jacobian_match_pinocchio_on_the_full_model(oracle):
+def test_fk_jacobian_match_pinocchio_on_the_full_model(oracle, fold):
     """Locked joints are folded into fixed placements: the full model at the mapped configuration agrees."""
     robot, full = oracle.robot, oracle.robot.full_model
     q = oracle.q[:100]
     q_full = robot.to_full_pinocchio_q(q).numpy()
     data, frame = full.createData(), full.getFrameId(robot.ee_frame)
-    cols = [full.joints[full.getJointId(n)].idx_v for n in robot.joint_names]
+    to_coordinates = fold(robot, full)
     pose, jac = robot.fk_jacobian(q)
     for i, qi in enumerate(q_full):
         pin.forwardKinematics(full, data, qi)
         pin.updateFramePlacements(full, data)
         np.testing.assert_allclose(pose[i].numpy(), data.oMf[frame].homogeneous, atol=1e-10, rtol=0)
         j_full = pin.computeFrameJacobian(full, data, qi, frame, pin.LOCAL_WORLD_ALIGNED)
-        np.testing.assert_allclose(jac[i].numpy(), j_full[:, cols], atol=1e-10, rtol=0)
+        np.testing.assert_allclose(jac[i].numpy(), j_full @ to_coordinates, atol=1e-10, rtol=0)
     locked = np.ones(full.nq, dtype=bool)
-    for n in robot.joint_names:
+    for n in [*robot.joint_names, *robot.mimic]:
         jm = full.joints[full.getJointId(n)]
         locked[jm.idx_q : jm.idx_q + jm.nq] = False
     np.testing.assert_array_equal(q_full[:, locked], np.broadcast_to(q_full[0, locked], q_full[:, locked].shape))
@@ -138,15 +138,15 @@ def test_fk_jacobian_match_pinocchio_on_the_full_model(oracle):
 
 def test_robot_description(oracle):
     robot, model = oracle.robot, oracle.robot.model
-    assert robot.dof == model.nv == len(robot.joint_names) == robot.lower.shape[-1] == robot.upper.shape[-1]
-    assert robot.joint_names == [n for j, n in enumerate(model.names) if j > 0 and model.joints[j].nv == 1]
+    assert robot.dof == model.nv - len(robot.mimic) == len(robot.joint_names) == robot.lower.shape[-1]
+    assert robot.joint_names == [n for j, n in enumerate(model.names) if j > 0 and n not in robot.mimic]
     assert (robot.lower <= robot.upper).all()
     assert ((oracle.q >= robot.lower) & (oracle.q <= robot.upper)).all()
     assert robot.ee_frame in [f.name for f in model.frames]
     q_pin = robot.to_pinocchio_q(oracle.q[:3])
     assert q_pin.shape == (3, model.nq)
     two = torch.tensor([model.joints[model.getJointId(n)].nq == 2 for n in robot.joint_names], dtype=torch.bool)
-    assert model.nq == robot.dof + int(two.sum())
+    assert model.nq == robot.dof + len(robot.mimic) + int(two.sum())
     assert robot.continuous[two].all()  # Pinocchio's continuous joints wrap (so do revolute ones of huge range)
 
 
@@ -405,25 +405,6 @@ def test_unsupported_joint_in_the_chain_is_refused_off_it_loads(write_urdf, kind
 def test_every_error_is_a_value_error():
     for cls in (FrameNotFound, NonFiniteError, RobotNotFound, ShapeError, UnsupportedModelError):
         assert issubclass(cls, IKLayerError) and issubclass(cls, ValueError)
-
-
-def test_mimic_joint_in_chain_is_refused_elsewhere_loads(tmp_path):
-    urdf = tmp_path / "mimic.urdf"
-    limit = '<limit lower="-1" upper="1" effort="1" velocity="1"/>'
-    urdf.write_text(
-        '<robot name="m"><link name="a"/><link name="b"/><link name="c"/>'
-        f'<joint name="j1" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>{limit}</joint>'
-        f'<joint name="j2" type="revolute"><parent link="b"/><child link="c"/><axis xyz="0 0 1"/>{limit}'
-        '<mimic joint="j1"/></joint></robot>'
-    )
-    with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
-        ik_layer.load_robot(urdf, "c")
-    assert ik_layer.load_robot(urdf, "b").dof == 1
-    assert ik_layer.load_robot(urdf, "b", active_joints=["j1", "j2"]).joint_names == ["j1", "j2"]
-    with pytest.raises(UnsupportedModelError, match="mimic joints \\['j2'\\]"):
-        ik_layer.load_robot(urdf, "c", active_joints=["j1", "j2"])
-    assert ik_layer.load_robot(urdf, "c", locked={"j2": 0.5}).joint_names == ["j1"]
-    assert ik_layer.load_robot(urdf).ee_frame == "b"  # never below a mimic joint
 
 
 def test_unchecked_kinematics_works_under_vmap_and_matches_fk_jacobian():

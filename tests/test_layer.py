@@ -122,7 +122,7 @@ def test_failed_rows_get_zero_gradient_without_nan() -> None:
     target = target.clone()
     target[1, :3, 3] += 5.0  # 5 m away: unreachable
     target.requires_grad_()
-    result = ik_layer.ik_solve(robot, target, max_iterations=20)
+    result = ik_layer.ik_solve(robot, target, max_iterations=60, generator=torch.Generator().manual_seed(0))
     assert result.success.tolist() == [True, False, True]
     result.q.sum().backward()
     assert torch.isfinite(target.grad).all()
