@@ -15,7 +15,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import ik_layer
-from ik_layer import IKLayerError, Robot, SolveOptions
+from ik_layer import IKLayerError, Robot, SolveOptions, UnsupportedModelError
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
@@ -71,6 +71,12 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
         options = {"active_joints": spec.active_joints, "locked": spec.locked}
         robot = ik_layer.load_robot(spec.source, spec.ee_frame, dtype=dtype, device=device, **options)
         robot.name = spec.name or robot.name
+        if not robot.engine_supported:
+            raise UnsupportedModelError(
+                f"robot {robot.name!r} (from {spec.source!r}) has several end-effector frames or mimic joints in its "
+                "chain; the server solves on the engine, which takes one frame without mimic joints (the library "
+                "solves the others on its reference path)"
+            )
         if robot.name in robots:
             raise ValueError(f"two robots are named {robot.name!r} (from {spec.source!r}); give each a name")
         robots[robot.name] = robot

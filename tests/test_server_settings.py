@@ -9,7 +9,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from ik_layer import FrameNotFound, IKLayerError, RobotNotFound
+import ik_layer
+from ik_layer import FrameNotFound, IKLayerError, RobotNotFound, UnsupportedModelError
 from ik_layer.robots import REGISTRY
 from ik_layer.server.encode import robot_info
 from ik_layer.server.loading import load_robots, parse_robot_spec
@@ -118,3 +119,13 @@ def test_a_bad_spec_file_is_refused_naming_it(tmp_path: Path, content: str, matc
     (tmp_path / "robots.json").write_text(content)
     with pytest.raises(IKLayerError, match=match):
         load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
+
+
+def test_robots_the_engine_cannot_solve_are_refused_at_start(tmp_path: Path, tiny_urdf: Path) -> None:
+    mimic = tiny_urdf.read_text().replace(
+        '<joint name="j_neg" type="revolute">', '<joint name="j_neg" type="revolute"><mimic joint="j_cont"/>', 1
+    )
+    (tmp_path / "mimic.urdf").write_text(mimic)
+    assert ik_layer.load_robot(tmp_path / "mimic.urdf", "tool").mimic  # the library solves it (reference path)
+    with pytest.raises(UnsupportedModelError, match="mimic joints"):
+        load_robots([f"{tmp_path / 'mimic.urdf'}:tool"], torch.device("cpu"), torch.float64)
