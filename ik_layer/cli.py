@@ -28,6 +28,7 @@ from ik_layer.io import (
     drop_invalid,
     format_lines,
     invalid_poses,
+    pose_columns,
     read_q,
     read_targets,
     write_csv,
@@ -121,6 +122,11 @@ def _robot_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("robot", help=f"built-in robot ({', '.join(sorted(REGISTRY))}) or a URDF path")
     parser.add_argument("--ee-frame", help="end-effector frame (default: the robot's)")
     parser.add_argument(
+        "--ee-frames",
+        type=_names,
+        help="comma-separated end-effector frames, all solved at once (pose columns FRAME.x ... FRAME.qw)",
+    )
+    parser.add_argument(
         "--active-joints", type=_names, help="comma-separated joints the solver moves (default: the chain's)"
     )
     parser.add_argument(
@@ -192,8 +198,8 @@ def run_fk(args: argparse.Namespace) -> int:
     rows, skipped = drop_invalid(rows, ~np.isfinite(rows.values).all(axis=1), args.on_invalid)
     _report_skipped(rows.path, skipped)
     q = torch.as_tensor(rows.values, dtype=robot.dtype, device=robot.device)
-    pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy()
-    table = Table({"line": rows.lines, "pose": pose}, {"pose": POSE_COLUMNS})
+    pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy().reshape(len(q), -1)
+    table = Table({"line": rows.lines, "pose": pose}, {"pose": pose_columns(robot.ee_frames)})
     if args.output is None:
         write_csv(sys.stdout, table)
     else:
@@ -231,7 +237,7 @@ def run_solve(args: argparse.Namespace) -> int:
 
 def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndarray | None, list[int]]:
     """Valid targets, their warm starts (None without ``--warm-start``) and the skipped target lines."""
-    targets = read_targets(args.targets_file)
+    targets = read_targets(args.targets_file, robot.ee_frames)
     invalid = invalid_poses(targets.values)
     warm_start = None
     if args.warm_start is not None:
@@ -263,7 +269,7 @@ def _solve_chunks(
     generator: torch.Generator,
     chunks: list[IKResult],
 ) -> None:
-    """Solve ``targets`` (N, 7) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
+    """Solve ``targets`` (N, 7 * F) ``args.batch_size`` rows at a time, appending each result to ``chunks``."""
     options = SolveOptions(**{name: getattr(args, name) for name in OPTION_SPECS})
     done = succeeded = 0
     with tqdm(
@@ -272,6 +278,7 @@ def _solve_chunks(
         for begin in range(0, len(targets), args.batch_size):
             rows = slice(begin, begin + args.batch_size)
             chunk = torch.as_tensor(targets[rows], dtype=robot.dtype, device=robot.device)
+            chunk = chunk.reshape(len(chunk), *robot.target_shape[:-2], len(POSE_COLUMNS))
             start = (
                 None
                 if warm_start is None
@@ -330,6 +337,7 @@ def _robot(args: argparse.Namespace) -> Robot:
     return load_robot(
         args.robot,
         args.ee_frame,
+        ee_frames=args.ee_frames,
         active_joints=args.active_joints,
         locked=dict(args.locked) or None,
         dtype=_DTYPES[args.dtype],

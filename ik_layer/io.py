@@ -3,7 +3,8 @@
 Three formats, chosen by the file suffix:
 
 * ``.csv``: a header row naming the columns (``x,y,z,qx,qy,qz,qw`` for poses, the
-  joint names for configurations); extra columns are ignored.
+  joint names for configurations); extra columns are ignored. With several end-effector
+  frames, pose columns are prefixed by the frame: ``left.x, ..., left.qw, right.x, ...``.
 * ``.npy`` / ``.npz``: an (N, k) array (targets may also be (N, 4, 4) transforms);
   an ``.npz`` holds one array per field (``target`` or ``pose``, ``q``, ...).
 * ``.jsonl`` / ``.ndjson``: one JSON object per line, with one key per column or one
@@ -32,6 +33,7 @@ from ik_layer.lie import matrix_to_pose
 
 __all__ = [
     "POSE_COLUMNS",
+    "pose_columns",
     "Rows",
     "Table",
     "check_output",
@@ -91,21 +93,36 @@ class Table:
         return len(next(iter(self.fields.values())))
 
 
-def read_targets(path: str | Path) -> Rows:
-    """Read end-effector targets as (N, 7) poses ``[x, y, z, qx, qy, qz, qw]`` ([m], unit quaternion).
+def pose_columns(frames: Sequence[str] | None = None) -> list[str]:
+    """Column names of a pose: :data:`POSE_COLUMNS`, or ``frame.x ... frame.qw`` for each of several ``frames``."""
+    if frames is None:
+        return list(POSE_COLUMNS)
+    return [f"{frame}.{column}" for frame in frames for column in POSE_COLUMNS]
+
+
+def read_targets(path: str | Path, frames: Sequence[str] | None = None) -> Rows:
+    """Read end-effector targets as (N, 7) poses ``[x, y, z, qx, qy, qz, qw]`` ([m], unit quaternion), or with
+    several ``frames`` (N, F * 7), the frames' poses one after the other.
+
+    NumPy files hold (N, 7) / (N, 4, 4) arrays, or (N, F, 7) / (N, F, 4, 4) with frames; JSON lines a ``pose``
+    of 7 or 16 values per frame, or one key per column.
 
     Raises:
         InputFileError: missing file, unknown suffix or wrong columns / shape.
     """
     path = _existing(path)
+    columns = pose_columns(frames)
     if path.suffix in _NUMPY:
         array = _numpy_array(path, ("target", "pose"))
-        if array.ndim == 3 and array.shape[1:] == (4, 4) and np.issubdtype(array.dtype, np.number):
+        if array.ndim >= 3 and array.shape[-2:] == (4, 4) and np.issubdtype(array.dtype, np.number):
             array = matrix_to_pose(torch.from_numpy(array.astype(np.float64))).numpy()
-        return _numpy_rows(path, array, len(POSE_COLUMNS), "poses (N, 7) or transforms (N, 4, 4)")
+        if frames is not None and array.ndim == 3:
+            array = array.reshape(len(array), -1)
+        shape = "(N, 7) or (N, 4, 4)" if frames is None else f"(N, {len(frames)}, 7) or (N, {len(frames)}, 4, 4)"
+        return _numpy_rows(path, array, len(columns), f"poses {shape}")
     if path.suffix in _JSONL:
-        return _jsonl_rows(path, POSE_COLUMNS, ("target", "pose"))
-    return _csv_rows(path, POSE_COLUMNS)
+        return _jsonl_rows(path, columns, ("target", "pose"))
+    return _csv_rows(path, columns)
 
 
 def read_q(path: str | Path, joint_names: Sequence[str]) -> Rows:
@@ -125,10 +142,11 @@ def read_q(path: str | Path, joint_names: Sequence[str]) -> Rows:
 
 
 def invalid_poses(values: np.ndarray) -> np.ndarray:
-    """(N,) bool: pose rows (N, 7) with a non-finite value or a zero quaternion."""
-    finite = np.isfinite(values).all(axis=1)
-    norms = np.linalg.norm(np.where(np.isfinite(values[:, 3:]), values[:, 3:], 0.0), axis=1)
-    return ~finite | (norms < 1e-12)
+    """(N,) bool: pose rows (N, 7 * F) with a non-finite value or a zero quaternion in any of their F poses."""
+    poses = values.reshape(len(values), -1, len(POSE_COLUMNS))
+    finite = np.isfinite(poses).all(axis=(1, 2))
+    norms = np.linalg.norm(np.where(np.isfinite(poses[..., 3:]), poses[..., 3:], 0.0), axis=-1)
+    return ~finite | (norms < 1e-12).any(axis=1)
 
 
 def drop_invalid(rows: Rows, invalid: np.ndarray, on_invalid: OnInvalid) -> tuple[Rows, list[int]]:
@@ -275,9 +293,11 @@ def _json_record(path: Path, line: int, record: object, columns: Sequence[str], 
     key = next((k for k in keys if k in record), None)
     if key is not None:
         flat = np.asarray(record[key], dtype=object).reshape(-1).tolist()
-        if len(flat) == 16 and len(columns) == 7:
-            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(4, 4)
-            return matrix_to_pose(matrix).tolist() if bool(torch.isfinite(matrix).all()) else [math.nan] * 7
+        poses = len(columns) // len(POSE_COLUMNS)
+        if len(flat) == 16 * poses and len(columns) == len(POSE_COLUMNS) * poses:
+            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(poses, 4, 4)
+            finite = bool(torch.isfinite(matrix).all())
+            return matrix_to_pose(matrix).reshape(-1).tolist() if finite else [math.nan] * len(columns)
         if len(flat) != len(columns):
             raise InputFileError(f"{path}: line {line}: {key!r} has {len(flat)} values, expected {len(columns)}")
         return [_number(x) for x in flat]

@@ -148,6 +148,24 @@ def test_locked_joints_stay_at_their_values(tmp_path, robot):
     assert_reaches(robot, torch.cat([answer[:, :3], full[:, 3:4], answer[:, 3:]], dim=1).numpy(), poses)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".npz", ".jsonl"])
+def test_several_frames_round_trip_through_fk_and_solve(tmp_path, suffix):
+    """--ee-frames: fk writes FRAME.x ... FRAME.qw per frame, solve reads them back and reaches every frame."""
+    frames = ["--ee-frames", "panda_link8,panda_hand_tcp"]
+    robot = ik_layer.load_robot(ROBOT, ee_frames=["panda_link8", "panda_hand_tcp"])
+    q = robot.random_q((3,), generator=torch.Generator().manual_seed(6))
+    np.save(tmp_path / "q.npy", q.numpy())
+    poses_file, out = tmp_path / f"poses{suffix}", tmp_path / f"out{suffix}"
+    assert main(["fk", ROBOT, str(tmp_path / "q.npy"), "-o", str(poses_file), *frames]) == 0
+    if suffix == ".csv":
+        header = poses_file.read_text().splitlines()[0].split(",")
+        assert header[1:4] == ["panda_link8.x", "panda_link8.y", "panda_link8.z"] and header[-1] == "panda_hand_tcp.qw"
+    assert main(["solve", ROBOT, str(poses_file), "-o", str(out), "--random-seed", "4", *frames]) == 0
+    answer = torch.as_tensor(read_result(out, robot.dof)["q"])
+    err = pose_error(robot.fk(q), robot.fk(answer))  # (3, 2, 6): both frames of every row
+    assert err[..., :3].norm(dim=-1).max() <= TOL[0] and err[..., 3:].norm(dim=-1).max() <= TOL[1]
+
+
 @pytest.mark.parametrize("flag", ["panda_joint4", "panda_joint4=x", "=1"])
 def test_malformed_locked_flags_exit_2(tmp_path, flag, capsys):
     with pytest.raises(SystemExit) as exit_info:
