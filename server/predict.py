@@ -38,11 +38,22 @@ class Prediction:
     gradient: Tensor | None
 
 
-def prepare(robot: Robot, job: IKJob) -> Problem:
-    """The checked problem of ``job`` on the robot's device (the library's own checks)."""
+def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
+    """The checked problems of ``jobs`` on the robot's device: the library's checks, run once over all of them.
+
+    Raises:
+        IKLayerError: a target or warm start of some job is invalid.
+    """
     device = robot.device
-    warm_start = None if job.warm_start is None else job.warm_start.to(device)
-    return Problem.prepare(robot, job.targets.to(device), job.options, warm_start, None, None, None, {})
+    targets = torch.cat([job.targets for job in jobs]).to(device)
+    checked = Problem.prepare(robot, targets, None, None, None, None, None, {})
+    sizes = [job.rows for job in jobs]
+    problems = []
+    for job, target, weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
+        warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
+        batch = torch.Size([job.rows])
+        problems.append(Problem(batch, target, weights, warm_start, None, job.options))
+    return problems
 
 
 def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:

@@ -216,22 +216,16 @@ class EngineWorker:
                 self._work -= ticket.work
 
     def _hand_over(self, tickets: list[Ticket]) -> None:
-        """Give the engine parts of the waiting requests, oldest first, within the slots' claims."""
+        """Start waiting requests (up to ``max_requests`` solving), then give the engine parts of them, oldest
+        first, within the slots' claims."""
+        now = time.monotonic()
+        self._start(tickets, now)
         capacity = self.engine.slots.capacity
         free = capacity - sum(t.claimed for t in tickets)
-        solving = sum(1 for t in tickets if t.submitted)
-        now = time.monotonic()
         for ticket in tickets:
             left = ticket.job.rows - ticket.submitted
-            if left == 0 or ticket.cancelled or ticket.error is not None:
+            if left == 0 or ticket.problem is None or ticket.cancelled or ticket.error is not None:
                 continue
-            if ticket.submitted == 0:
-                if solving >= self.max_requests:
-                    continue
-                if not self._prepare(ticket):
-                    continue
-                solving += 1
-                self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
             seeds = ticket.job.options.num_seeds
             if now >= ticket.deadline:
                 rows, claim = left, 0  # expired before starting: retired at the next step without running
@@ -243,14 +237,29 @@ class EngineWorker:
             free -= claim
             self._submit(ticket, rows, claim)
 
-    def _prepare(self, ticket: Ticket) -> bool:
-        """Check the ticket's problem once (the library's checks); False (and its error kept) if invalid."""
+    def _start(self, tickets: list[Ticket], now: float) -> None:
+        """Check the problems of the oldest waiting tickets that may start, in one call for all of them; a ticket
+        whose problem is invalid keeps its error (checked alone, so that it cannot fail its neighbours)."""
+        solving = sum(1 for t in tickets if t.problem is not None and t.submitted < t.job.rows)
+        waiting = [t for t in tickets if t.problem is None and t.error is None and not t.cancelled]
+        starting = waiting[: max(self.max_requests - solving, 0)]
+        if not starting:
+            return
+        robot = self.engine.robot
         try:
-            ticket.problem = prepare(self.engine.robot, ticket.job)
+            problems = prepare(robot, [t.job for t in starting])
+        except IKLayerError:
+            problems = [self._prepare_alone(t) for t in starting]
+        for ticket, problem in zip(starting, problems, strict=True):
+            ticket.problem = problem
+            self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
+
+    def _prepare_alone(self, ticket: Ticket) -> Problem | None:
+        try:
+            return prepare(self.engine.robot, [ticket.job])[0]
         except IKLayerError as err:
             ticket.error = err
-            return False
-        return True
+            return None
 
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
         assert ticket.problem is not None

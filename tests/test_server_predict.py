@@ -32,7 +32,7 @@ def poses(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor, torch
 def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline: float) -> list:
     """Submit ``job`` as parts ending at ``cuts`` on a fresh engine and run it until all parts are done."""
     engine = Engine(robot, capacity=64, block=8)
-    problem = prepare(robot, job)
+    (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
     parts = [
         submit_part(engine, problem, slice(a, b), seed, deadline)
@@ -76,6 +76,23 @@ def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Rob
     reached = ur5e.fk(prediction.result.q)[:, :3, 3]
     want = ik_layer.lie.pose_to_matrix(targets)[:, :3, 3]
     torch.testing.assert_close(prediction.result.position_error, (reached - want).norm(dim=-1))
+
+
+def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_layer.Robot) -> None:
+    q, targets = poses(ur5e, 5, seed=4)
+    jobs = [
+        IKJob(targets[:2], q[:2], OPTIONS, gradient=False, timeout=1.0),
+        IKJob(targets[2:], None, OPTIONS.replace(num_seeds=1), gradient=False, timeout=1.0),
+    ]
+    first, second = prepare(ur5e, jobs)
+    want = ik_layer.lie.pose_to_matrix(targets)
+    torch.testing.assert_close(torch.cat([first.target, second.target]), want, rtol=0, atol=0)
+    torch.testing.assert_close(first.warm_start, q[:2], rtol=0, atol=0)
+    assert second.warm_start is None and (first.options, second.options) == (OPTIONS, OPTIONS.replace(num_seeds=1))
+    assert first.weights.shape == (2, 6) and second.weights.shape == (3, 6)
+    bad = IKJob(targets[:1], torch.full((1, 6), float("nan"), dtype=torch.float64), OPTIONS, False, 1.0)
+    with pytest.raises(ik_layer.NonFiniteError, match="warm_start"):
+        prepare(ur5e, [jobs[0], bad])
 
 
 def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot) -> None:

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -118,6 +118,21 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
     assert "Application shutdown complete" in output and "Traceback" not in output
 
 
+def metric(text: str, sample: str) -> float:
+    """The value of ``sample`` (name and labels) in Prometheus text, 0 when absent."""
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample + " ")), 0.0)
+
+
+def wait_for_metric(url: str, condition: Callable[[str], bool], within: float = 20.0) -> bool:
+    """Poll ``/metrics`` until ``condition`` holds on its text (True) or ``within`` seconds pass (False)."""
+    give_up = time.monotonic() + within
+    while time.monotonic() < give_up:
+        if condition(httpx.get(f"{url}/metrics").text):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def test_slow_clients_are_dropped_and_a_client_that_leaves_cancels_its_rows() -> None:
     """Headers that never complete: the connection is closed; a body that stalls: 408, connection closed.
     A client that disconnects while its request solves: its rows retire as cancelled."""
@@ -140,15 +155,10 @@ def test_slow_clients_are_dropped_and_a_client_that_leaves_cancels_its_rows() ->
         with socket.create_connection((host, int(port)), timeout=10) as leaving:
             head = b"POST /v1/robots/ur5e/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             leaving.sendall(head + b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
-            time.sleep(0.3)  # solving
+            assert wait_for_metric(running.url, lambda text: metric(text, 'ik_layer_rows_in_flight{robot="ur5e"}') > 0)
         cancelled = 'ik_layer_rows_retired_total{robot="ur5e",status="cancelled"}'
-        for _ in range(100):
-            metrics = httpx.get(f"{running.url}/metrics").text
-            if cancelled in metrics:
-                break
-            time.sleep(0.05)
-        count = float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith(cancelled)))
-        assert 0 < count <= 1024
-        assert 'ik_layer_rows_in_flight{robot="ur5e"} 0.0' in metrics
+        assert wait_for_metric(running.url, lambda text: metric(text, cancelled) > 0)  # at the next block
+        metrics = httpx.get(f"{running.url}/metrics").text
+        assert metric(metrics, cancelled) <= 1024 and metric(metrics, 'ik_layer_rows_in_flight{robot="ur5e"}') == 0
     finally:
         running.stop()
