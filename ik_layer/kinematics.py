@@ -20,6 +20,9 @@ chains, batched over a frame dimension: each chain is padded at its end with sti
 placement, zero axes) to the longest one. A mimic joint (see :mod:`ik_layer.joints`) is a chain joint
 whose value is ``multiplier * q[leader] + offset``; its Jacobian column is added, times the
 multiplier, to its leader's.
+
+A floating-base robot (``floating_base=True``) runs the same loop in its base's frame, then places the
+result in the world at the base pose that leads its configuration (see :mod:`ik_layer.floating`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
+from ik_layer.floating import (
+    BASE_NQ,
+    BASE_NV,
+    base_kinematics,
+    integrate_base,
+    neutral_base,
+    normalize_base,
+    with_free_flyer,
+)
 from ik_layer.joints import Mimic, frame_id, motion_axis, select_joints
 from ik_layer.lie import as_transform
 from ik_layer.limits import joint_limits
@@ -118,6 +130,11 @@ class Robot(nn.Module):
 
     Coordinates: one per moving joint (angle [rad] or displacement [m]) in Pinocchio's joint
     order; continuous joints use a single angle; mimic joints follow their leader and carry none.
+    A floating base (``floating_base=True``: a free-flyer root) puts its pose first: ``q`` is
+    ``[x, y, z, qx, qy, qz, qw, joints...]`` (nq = 7 + joints) and tangents, Jacobian columns and
+    gradients are ``[base twist in the base frame (6), joints...]`` (dof = 6 + joints); see
+    :mod:`ik_layer.floating`. Fixed-base robots have nq == dof. Functions of configurations take q
+    (..., nq); Jacobians and steps are (..., dof).
     By default the moving joints are those between the base and the end-effector frames; the
     others are locked (see :mod:`ik_layer.joints`). Limits follow :mod:`ik_layer.limits` (huge ones
     read as unbounded).
@@ -128,14 +145,17 @@ class Robot(nn.Module):
 
     Attributes:
         name: robot name (built-in name or model name).
-        dof: number of coordinates.
-        joint_names: names of the joints carrying the coordinates, in order.
+        nq: size of a configuration ``q``.
+        dof: size of a tangent (Jacobian columns): the degrees of freedom.
+        floating_base: whether a free-flyer base leads the configuration.
+        joint_names: names of the joints carrying the joint coordinates, in order.
         ee_frame: name of the end-effector frame (the first of ``ee_frames``).
         ee_frames: names of the end-effector frames; None for a one-frame robot.
         mimic: the mimic joints that move (with their leader), by name.
-        lower, upper: (dof,) joint limits [rad or m]; continuous joints get (-pi, pi].
-        continuous: (dof,) bool, joints without limits (wrapped to (-pi, pi]).
-        model: Pinocchio model of the moving joints (locked joints folded into fixed placements).
+        lower, upper: (joints,) joint limits [rad or m]; continuous joints get (-pi, pi]. The base has none.
+        continuous: (joints,) bool, joints without limits (wrapped to (-pi, pi]).
+        model: Pinocchio model of the moving joints (locked joints folded into fixed placements; the
+            free-flyer ``root_joint`` first with a floating base).
         full_model: the Pinocchio model as loaded, every joint included (see :meth:`to_full_pinocchio_q`).
     """
 
@@ -153,19 +173,25 @@ class Robot(nn.Module):
         mimic_joints: Mapping[str, Mimic] | None = None,
         active_joints: Sequence[str] | None = None,
         locked: Mapping[str, float] | None = None,
+        floating_base: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(model, pin.Model):
             raise IKLayerError(f"model must be a pinocchio.Model, got {type(model).__name__}")
+        if not isinstance(floating_base, bool):
+            raise IKLayerError(f"floating_base must be True or False, got {floating_base!r}")
         frames = _frame_names(ee_frame, ee_frames)
         selection = select_joints(model, frames, mimic_joints, active_joints, locked)
-        self.full_model = model
-        model = self.model = selection.model
+        self.floating_base = floating_base
+        add_base = with_free_flyer if floating_base else lambda m: m
+        self.full_model, self.model = add_base(model), add_base(selection.model)
+        model = selection.model
         self.name = name or model.name
         self.mimic = selection.followers
-        self.nq = model.nq
         joints = [j for j in range(1, model.njoints) if model.names[j] not in self.mimic]
-        self.dof = len(joints)
+        self._base_nq, self._base_nv = (BASE_NQ, BASE_NV) if floating_base else (0, 0)
+        self.nq, self.dof = self._base_nq + len(joints), self._base_nv + len(joints)
+        self._joints_nq = model.nq
         self.joint_names = [model.names[j] for j in joints]
         self.ee_frame = selection.ee_frames[0]
         self.ee_frames = selection.ee_frames if ee_frames is not None else None
@@ -181,8 +207,10 @@ class Robot(nn.Module):
         self.register_buffer("_sin_index", sin_index)
         for key, value in _coupling(list(range(1, model.njoints)), sources).items():
             self.register_buffer(f"_joint{key}", value)
-        self.register_buffer("_full_reference", torch.tensor(selection.reference, dtype=torch.float64))
-        self.register_buffer("_full_q_index", _full_q_index(self.full_model, model))
+        reference = torch.tensor(selection.reference, dtype=torch.float64)
+        base = neutral_base(reference, ())[: self._base_nq]
+        self.register_buffer("_full_reference", torch.cat((base, reference)))
+        self.register_buffer("_full_q_index", _full_q_index(self.full_model, self.model))
 
         stacked = self.ee_frames is not None
         for key, value in _frames_buffers(model, selection.ee_frames, sources, stacked=stacked).items():
@@ -200,11 +228,10 @@ class Robot(nn.Module):
 
     @property
     def engine_supported(self) -> bool:
-        """Whether the fused engine kernel solves for this robot: one end-effector frame and no mimic joints.
-
-        :func:`ik_layer.solve` runs the others on the eager reference solver.
+        """Whether the fused engine kernel solves for this robot: one end-effector frame, no mimic joints and
+        a fixed base. :func:`ik_layer.solve` runs the others on the eager reference solver.
         """
-        return self.ee_frames is None and not self.mimic
+        return self.ee_frames is None and not self.mimic and not self.floating_base
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -213,7 +240,8 @@ class Robot(nn.Module):
 
     def extra_repr(self) -> str:
         frames = f"ee_frame={self.ee_frame!r}" if self.ee_frames is None else f"ee_frames={list(self.ee_frames)!r}"
-        return f"name={self.name!r}, dof={self.dof}, {frames}, dtype={self.dtype}, device={self.device}"
+        base = ", floating_base=True" if self.floating_base else ""
+        return f"name={self.name!r}, dof={self.dof}{base}, {frames}, dtype={self.dtype}, device={self.device}"
 
     def to(self, *args: Any, **kwargs: Any) -> Robot:
         """``nn.Module.to``; dtypes other than float32 / float64 and unusable devices raise an IKLayerError."""
@@ -248,10 +276,13 @@ class Robot(nn.Module):
         return self
 
     def check_q(self, q: Tensor, name: str = "q") -> Tensor:
-        """Validate a configuration tensor (..., dof): type, shape, dtype, device and (one host sync) finiteness."""
+        """Validate a configuration tensor (..., nq): type, shape, dtype, device and (one host sync) finiteness;
+        a floating base's quaternion must not be zero."""
         self._check_configuration(q, name)
         if not torch.isfinite(q).all():
             raise NonFiniteError(f"{name} holds NaN or infinite values")
+        if self.floating_base and bool((torch.linalg.vector_norm(q[..., 3:BASE_NQ], dim=-1) < 1e-9).any()):
+            raise NonFiniteError(f"{name} holds a zero base quaternion (entries 3:7, [qx, qy, qz, qw])")
         return q
 
     def check_target(self, target: Tensor, name: str = "target") -> Tensor:
@@ -282,11 +313,11 @@ class Robot(nn.Module):
             raise DeviceError(f"{name} is on {generator.device} but the robot is on {self.device}")
 
     def _check_configuration(self, q: Tensor, name: str) -> None:
-        """Raise unless ``q`` is a tensor (..., dof) of the robot's dtype and device (no host sync)."""
+        """Raise unless ``q`` is a tensor (..., nq) of the robot's dtype and device (no host sync)."""
         if not isinstance(q, Tensor):
             raise ShapeError(f"{name} must be a torch.Tensor, got {type(q).__name__}")
-        if q.dim() < 1 or q.shape[-1] != self.dof:
-            raise ShapeError(f"{name} must have shape (..., {self.dof}) for {self.name}, got {tuple(q.shape)}")
+        if q.dim() < 1 or q.shape[-1] != self.nq:
+            raise ShapeError(f"{name} must have shape (..., {self.nq}) for {self.name}, got {tuple(q.shape)}")
         self._check_like(q, name)
 
     def _check_like(self, x: Tensor, name: str) -> None:
@@ -298,13 +329,14 @@ class Robot(nn.Module):
             raise DeviceError(f"{name} is on {x.device} but the robot is on {self.device}")
 
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-        """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` without validating it.
+        """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it.
 
         The unchecked path for inner loops (no host sync, so it also works under
         ``torch.func.vmap``); :meth:`fk` and :meth:`fk_jacobian` validate first.
         """
+        joints = q[..., self._base_nq :]
         pose, j_chain = chain_kinematics(
-            q[..., self._chain_cols] * self._chain_scale + self._chain_offset,
+            joints[..., self._chain_cols] * self._chain_scale + self._chain_offset,
             self._place_rot,
             self._place_rot_k,
             self._place_rot_k2,
@@ -315,61 +347,80 @@ class Robot(nn.Module):
             self._tip,
             jacobian=jacobian,
         )
-        if j_chain is None:
-            return pose, None
-        full = j_chain.new_zeros(*j_chain.shape[:-1], self.dof)
-        cols = self._chain_cols[..., None, :].expand(j_chain.shape)
-        return pose, full.scatter_add(-1, cols, j_chain * self._chain_scale[..., None, :])
+        jac = None
+        if j_chain is not None:
+            full = j_chain.new_zeros(*j_chain.shape[:-1], self.dof - self._base_nv)
+            cols = self._chain_cols[..., None, :].expand(j_chain.shape)
+            jac = full.scatter_add(-1, cols, j_chain * self._chain_scale[..., None, :])
+        return base_kinematics(q[..., :BASE_NQ], pose, jac) if self.floating_base else (pose, jac)
 
     def fk(self, q: Tensor) -> Tensor:
-        """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., dof), or (..., F, 4, 4); differentiable."""
+        """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., nq), or (..., F, 4, 4); differentiable.
+
+        With a floating base the pose is in the world (``T_world_ee``).
+        """
         return self.kinematics(self.check_q(q), jacobian=False)[0]
 
     def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
         """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass; with F frames
         (..., F, 4, 4) and (..., F, 6, dof).
 
-        Jacobian rows are [linear; angular], origin at the end-effector frame, axes of the base
-        (Pinocchio's ``LOCAL_WORLD_ALIGNED``); a mimic joint's motion is in its leader's column.
+        Jacobian rows are [linear; angular], origin at the end-effector frame, axes of the base (the world
+        with a floating base: Pinocchio's ``LOCAL_WORLD_ALIGNED``); a mimic joint's motion is in its leader's
+        column; a floating base's columns come first, for its twist in its own frame.
         """
         pose, jac = self.kinematics(self.check_q(q), jacobian=True)
         return pose, jac  # type: ignore[return-value]
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:
-        """Pinocchio configuration (..., nq) of :attr:`model` at ``q`` (..., dof): continuous joints as (cos, sin),
-        mimic joints at their leader's multiple."""
+        """Pinocchio configuration (..., model.nq) of :attr:`model` at ``q`` (..., nq): continuous joints as
+        (cos, sin), mimic joints at their leader's multiple, a floating base's quaternion normalised."""
         q = self.check_q(q)
-        values = q[..., self._joint_cols] * self._joint_scale + self._joint_offset
-        out = q.new_zeros(*q.shape[:-1], self.nq)
+        values = q[..., self._base_nq :][..., self._joint_cols] * self._joint_scale + self._joint_offset
+        out = q.new_zeros(*q.shape[:-1], self._joints_nq)
         direct, rotary = self._q_index >= 0, self._cos_index >= 0
         out[..., self._q_index[direct]] = values[..., direct]
         out[..., self._cos_index[rotary]] = torch.cos(values[..., rotary])
         out[..., self._sin_index[rotary]] = torch.sin(values[..., rotary])
-        return out
+        base = normalize_base(q[..., :BASE_NQ]) if self.floating_base else q[..., :0]
+        return torch.cat((base, out), -1)
 
     def to_full_pinocchio_q(self, q: Tensor) -> Tensor:
-        """Configuration (..., full_model.nq) of :attr:`full_model` at ``q`` (..., dof), locked joints held."""
+        """Configuration (..., full_model.nq) of :attr:`full_model` at ``q`` (..., nq), locked joints held."""
         moving = self.to_pinocchio_q(q)
         full = self._full_reference.expand(*moving.shape[:-1], -1).clone()
         full[..., self._full_q_index] = moving
         return full
 
     def random_q(self, shape: int | Sequence[int] = (), generator: torch.Generator | None = None) -> Tensor:
-        """Uniform random configurations (*shape, dof) inside the joint limits; finite even for huge limits."""
+        """Random configurations (*shape, nq): joints uniform inside their limits (finite even for huge limits),
+        a floating base at the world origin with the identity orientation."""
         size = _check_shape(shape)
         self.check_generator(generator)
-        u = torch.rand(*size, self.dof, generator=generator, dtype=self.dtype, device=self.device)
+        u = torch.rand(*size, self.lower.shape[0], generator=generator, dtype=self.dtype, device=self.device)
         # Not lower + u (upper - lower): the range of huge limits overflows. Rounding may step past a limit.
-        return torch.clamp(self.lower * (1 - u) + self.upper * u, self.lower, self.upper)
+        joints = torch.clamp(self.lower * (1 - u) + self.upper * u, self.lower, self.upper)
+        return torch.cat((neutral_base(joints, size)[..., : self._base_nq], joints), -1)
 
     def wrap(self, q: Tensor) -> Tensor:
-        """``q`` with continuous joints wrapped to (-pi, pi] and the others clamped to their limits.
+        """``q`` with continuous joints wrapped to (-pi, pi], the others clamped to their limits and a floating
+        base's quaternion normalised.
 
         Checks type, shape, dtype and device but not the values (no host sync: the solver calls it every step).
         """
         self._check_configuration(q, "q")
-        wrapped = torch.pi - torch.remainder(torch.pi - q, 2 * torch.pi)
-        return torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(q, self.lower), self.upper))
+        joints = q[..., self._base_nq :]
+        wrapped = torch.pi - torch.remainder(torch.pi - joints, 2 * torch.pi)
+        joints = torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(joints, self.lower), self.upper))
+        return torch.cat((normalize_base(q[..., :BASE_NQ]), joints), -1) if self.floating_base else joints
+
+    def integrate(self, q: Tensor, dq: Tensor) -> Tensor:
+        """``q`` (..., nq) moved by the tangent ``dq`` (..., dof): joints added, a floating base moved on SE(3)
+        (``pinocchio.integrate``); unchecked, neither wrapped nor clamped."""
+        if not self.floating_base:
+            return q + dq
+        base = integrate_base(q[..., :BASE_NQ], dq[..., :BASE_NV])
+        return torch.cat((base, q[..., BASE_NQ:] + dq[..., BASE_NV:]), -1)
 
 
 def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
@@ -560,6 +611,7 @@ def load_robot(
     ee_frames: Sequence[str] | None = None,
     active_joints: Sequence[str] | None = None,
     locked: Mapping[str, float] | None = None,
+    floating_base: bool = False,
     dtype: torch.dtype | str | None = torch.float64,
     device: str | torch.device | None = "cpu",
 ) -> Robot:
@@ -577,6 +629,8 @@ def load_robot(
             frames that are not in ``locked`` (and the leaders of mimic joints on those chains).
         locked: values [rad or m] of joints held fixed; other joints that do not move stay at 0
             (Pinocchio's neutral configuration).
+        floating_base: put the model under a free-flyer root joint (whole-body IK of humanoids and legged
+            robots): ``q`` gets the base pose first and poses are in the world (see :class:`Robot`).
         dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
             None keeps float64.
         device: device of the robot's tensors; None keeps the CPU.
@@ -600,5 +654,6 @@ def load_robot(
         mimic_joints=source.mimic_joints,
         active_joints=active_joints,
         locked=locked,
+        floating_base=floating_base,
     )
     return robot.to(device=device, dtype=dtype)

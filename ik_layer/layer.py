@@ -15,6 +15,11 @@ product of ``r``. Rows that did not converge get zero gradient.
 Several end-effector frames (``load_robot(..., ee_frames=[...])``): ``r`` stacks the F frames'
 residuals (6F rows) and J their Jacobians; targets are (..., F, 4, 4), the tool is per frame
 ((..., F, 4, 4), or one (4, 4) for all) and the base is the robot's, shared by its frames ((..., 4, 4)).
+
+The unknown of the implicit function is the tangent ``dq`` (dof) at the solution: ``q = integrate(q*, dq)``
+at ``dq = 0`` (:meth:`Robot.integrate`). Without a floating base this is ``q* + dq``; with one, ``dq`` is
+``[base twist in the base frame (6), joints]`` and the gradient reaches the base's position and
+quaternion through the exponential map.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def ik_solve(
             option changes such as ``num_seeds=8``).
 
     Returns:
-        The solution; ``q`` (..., dof) carries implicit gradients w.r.t. ``target``,
+        The solution; ``q`` (..., nq) carries implicit gradients w.r.t. ``target``,
         ``tool`` and ``base``; rows with ``success=False`` get zero gradient.
     """
     if not isinstance(robot, Robot):
@@ -75,19 +80,22 @@ def ik_solve(
         result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
     sqrt_w = _sqrt_weights(robot, weights)
 
-    def residual(q: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
-        r = sqrt_w * pose_error(target_, _per_frame(robot, base_) @ robot.fk(q) @ tool_)
-        return r.flatten(q.dim() - 1)
+    def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
+        pose = robot.fk(robot.integrate(result.q, dq))
+        r = sqrt_w * pose_error(target_, _per_frame(robot, base_) @ pose @ tool_)
+        return r.flatten(dq.dim() - 1)
 
     with torch.no_grad():
         jac = -sqrt_w[..., None] * _tool_jacobian(robot, result.q, tool_t, base_t)
         jac = jac.flatten(result.q.dim() - 1, -2)
-    q = implicit_root(result.q, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
+    at_solution = result.q.new_zeros(*result.q.shape[:-1], robot.dof)
+    dq = implicit_root(at_solution, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
+    q = robot.integrate(result.q, dq)
     return IKResult(q, result.success, result.position_error, result.orientation_error, result.iterations)
 
 
 def ik(robot: Robot, target: Tensor, options: SolveOptions | None = None, **arguments: Any) -> Tensor:
-    """Joint angles (..., dof) of ``target`` with implicit gradients; see :func:`ik_solve`."""
+    """Configurations (..., nq) of ``target`` with implicit gradients; see :func:`ik_solve`."""
     return ik_solve(robot, target, options, **arguments).q
 
 
@@ -117,11 +125,11 @@ class IKLayer(nn.Module):
 
 
 def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> Tensor:
-    """``dq/d(target twist)`` (..., dof, 6) at solutions ``q`` (..., dof); (..., dof, F, 6) with F frames.
+    """``dq/d(target twist)`` (..., dof, 6) at solutions ``q`` (..., nq); (..., dof, F, 6) with F frames.
 
     The twist ``[dv; dw]`` moves the target (of frame f) in the base frame (``T <- exp(twist) T``);
     this is the matrix ``(W^1/2 J)^+ W^1/2`` that :func:`ik` applies in its backward pass (J and W
-    stacked over the frames).
+    stacked over the frames). ``dq`` is the tangent at ``q`` (with a floating base: its twist, then the joints).
     """
     sqrt_w = _sqrt_weights(robot, weights)
     _, jac = robot.fk_jacobian(q)

@@ -3,8 +3,11 @@
 With F end-effector frames the residual stacks the F frames' 6-D errors (6F rows, as do the Jacobian
 and the weights): one LM over all of them. A target succeeds when every frame is within tolerance.
 
+A floating base (:mod:`ik_layer.floating`) moves on SE(3): each step is a tangent ``dq`` (dof) applied by
+:meth:`Robot.integrate` (the base by the exponential map, the joints additively); limits bound the joints.
+
 All targets and their seeds are solved as one batch of rows laid out as
-``(targets, seeds, dof)``. Every ``check_every`` iterations the loop syncs with
+``(targets, seeds, nq)``. Every ``check_every`` iterations the loop syncs with
 the host once to drop solved targets from the batch and to restart stalled
 seeds from fresh random configurations; between checks it runs entirely on the
 device.
@@ -40,7 +43,8 @@ class IKResult:
     """Solutions of a batch of IK problems; every field has the targets' batch shape ``(...)``.
 
     Attributes:
-        q: (..., dof) best joint configuration found, inside the joint limits.
+        q: (..., nq) best configuration found, inside the joint limits (a floating base first, see
+            :class:`~ik_layer.Robot`; nq == dof without one).
         success: (...) bool, both errors within their tolerances (at every end-effector frame).
         position_error: (...) [m] norm of the weighted position error axes (the worst frame's).
         orientation_error: (...) [rad] norm of the weighted rotation-vector error axes (the worst frame's).
@@ -82,7 +86,7 @@ class Problem:
 
     Attributes:
         batch: the targets' batch shape ``(...)``.
-        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6); warm_start, posture: (n, dof) or None.
+        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6); warm_start, posture: (n, nq) or None.
         options: the resolved solver options.
     """
 
@@ -112,6 +116,8 @@ class Problem:
         if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
         robot.check_generator(generator)
+        if posture is not None and robot.floating_base:
+            raise IKLayerError("posture is not supported for floating-base robots yet; use warm_start")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
@@ -155,7 +161,7 @@ class _Problem:
         self.posture = posture
         self.generator = generator
         n = target.shape[0]
-        self.best_q = target.new_zeros(n, robot.dof)
+        self.best_q = target.new_zeros(n, robot.nq)
         self.best_rank = target.new_full((n,), torch.inf)
         self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
 
@@ -170,7 +176,7 @@ class _Problem:
         return torch.maximum(pos / self.tol[0], ori / self.tol[1])
 
     def seeds(self, rows: Tensor, num_seeds: int, q_ref: Tensor | None) -> Tensor:
-        """First configurations (A, S, dof) of ``rows``: the warm start, then the posture, then random ones."""
+        """First configurations (A, S, nq) of ``rows``: the warm start, then the posture, then random ones."""
         q = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
         firsts = [x[rows] for x in (q_ref, self.posture) if x is not None]
         for k, first in enumerate(firsts[:num_seeds]):
@@ -234,7 +240,7 @@ class _Problem:
 class _LMState:
     """Per-seed LM state, shape (A, S, ...) for A active targets and S seeds."""
 
-    q: Tensor  # (A, S, dof)
+    q: Tensor  # (A, S, nq)
     e: Tensor  # (A, S, 6F) error at q, F frames stacked
     jac: Tensor  # (A, S, 6F, dof) Jacobian at q
     cost: Tensor  # (A, S) weighted squared error
@@ -258,14 +264,12 @@ class _LMState:
         w = problem.weights[rows, None]
         pull = None if problem.posture is None else _POSTURE_GAIN * (problem.posture[rows, None] - self.q)
         dq, info = _damped_step(self.jac, self.e, w, damping, pull)
-        target_q = self.q + dq
-        blocked = ~robot.continuous & ((target_q < robot.lower) | (target_q > robot.upper))
-        dq_blocked = torch.where(blocked, robot.wrap(target_q) - self.q, 0)
+        blocked, dq_blocked = _at_limits(robot, self.q, dq)
         e_rest = self.e - (self.jac @ dq_blocked[..., None]).squeeze(-1)
         dq_free, info_free = _damped_step(self.jac * ~blocked[..., None, :], e_rest, w, damping, pull)
         dq = torch.where(blocked, dq_blocked, dq_free)
         info = info | info_free
-        q_new = problem.robot.wrap(self.q + dq)
+        q_new = robot.wrap(robot.integrate(self.q, dq))
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
         a3, a4 = accept[..., None], accept[..., None, None]
@@ -297,6 +301,16 @@ class _LMState:
         )
 
 
+def _at_limits(robot: Robot, q: Tensor, dq: Tensor) -> tuple[Tensor, Tensor]:
+    """Which coordinates (A, S, dof) the step ``dq`` pushes past a joint limit, and the steps onto those limits."""
+    joints = robot.lower.shape[0]  # the last coordinates of q and dq; a floating base comes first
+    q_j, target = q[..., -joints:], q[..., -joints:] + dq[..., -joints:]
+    blocked = ~robot.continuous & ((target < robot.lower) | (target > robot.upper))
+    onto = torch.where(blocked, torch.minimum(torch.maximum(target, robot.lower), robot.upper) - q_j, 0)
+    base = torch.zeros_like(dq[..., : dq.shape[-1] - joints])
+    return torch.cat((base.bool(), blocked), -1), torch.cat((base, onto), -1)
+
+
 def _damped_step(jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tensor | None) -> tuple[Tensor, Tensor]:
     """LM step ``(J^T W J + damping I)^-1 J^T W e`` (A, S, dof), plus ``pull`` projected
     on the null space of J, and the solver's status (A, S) (non-zero: singular)."""
@@ -314,7 +328,7 @@ def _damped_step(jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tenso
 
 
 def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Error (A, S, 6F), Jacobian of the poses (A, S, 6F, dof) and weighted cost (A, S) at ``q``."""
+    """Error (A, S, 6F), Jacobian of the poses (A, S, 6F, dof) and weighted cost (A, S) at ``q`` (A, S, nq)."""
     pose, jac = problem.robot.kinematics(q, jacobian=True)  # unchecked: no host sync per iteration
     e = pose_error(problem.target[rows, None], pose).flatten(q.dim() - 1)
     cost = (problem.weights[rows, None] * e * e).sum(-1)
@@ -346,7 +360,7 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
         return None
     robot.check_q(x, name)
     try:
-        return x.expand(*batch, robot.dof).reshape(n, robot.dof)
+        return x.expand(*batch, robot.nq).reshape(n, robot.nq)
     except RuntimeError as err:
         raise ShapeError(
             f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
