@@ -52,12 +52,14 @@ def solve(
             with F end-effector frames (``load_robot(..., ee_frames=[...])``) one per frame, (..., F, 4, 4)
             or (..., F, 7).
         options: the solver's options (default: :class:`SolveOptions` defaults).
-        warm_start: optional configuration (..., dof) (or (dof,) for all targets), the first seed.
+        warm_start: optional configuration (..., nq) (or (nq,) for all targets), the first seed; ``nq`` is
+            ``dof`` except with a floating base (its pose first, 7 values).
         weights: (6,) or (..., 6) non-negative weights of the error ``[x, y, z, rx, ry, rz]``
             ((..., F, 6) per frame with F frames: zero rotation weights make a frame position-only);
             a zero weight drops that axis from the cost and from the reported errors.
-        posture: optional preferred configuration (dof,) or (..., dof): pulled towards in the
-            Jacobian's null space, used as a seed, and preferred among successful seeds.
+        posture: optional preferred configuration (nq,) or (..., nq): pulled towards in the
+            Jacobian's null space, used as a seed, and preferred among successful seeds (not with a
+            floating base).
         generator: random generator of the seeds, on the robot's device (reproducible results).
         reference: run the eager torch reference path instead of the fused engine (always taken for
             robots the engine does not support, see :attr:`Robot.engine_supported`).
