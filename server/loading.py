@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import ik_layer
 from ik_layer import IKLayerError, Robot, SolveOptions, UnsupportedModelError
+from ik_layer.lie import matrix_to_pose
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
@@ -94,8 +95,9 @@ def _spec_file(path: Path) -> list[RobotSpec]:
 
 
 def warm_up(robot: Robot, options: SolveOptions) -> None:
-    """One tiny FK, solve and gradient, so the first request does not pay for lazy initialisation."""
+    """One tiny FK, solve and gradient, so the first request does not pay for lazy initialisation (targets as
+    poses, as requests give them: their conversion imports parts of torch on first use)."""
     q = ((robot.lower + robot.upper) / 2)[None]
     budget = min(options.max_iterations, _WARM_UP_ITERATIONS)
-    result = ik_layer.solve(robot, robot.fk(q), options.replace(max_iterations=budget))
+    result = ik_layer.solve(robot, matrix_to_pose(robot.fk(q)), options.replace(max_iterations=budget))
     ik_layer.target_gradient(robot, result.q)

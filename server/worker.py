@@ -26,6 +26,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ik_layer import IKLayerError, Robot
@@ -209,7 +210,7 @@ class EngineWorker:
         self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=engine.block)
         for ticket in tickets:
             self._forget_running(ticket)
-            self._settle(ticket, err)
+        self._settle([(ticket, err) for ticket in tickets])
         with self._cond:
             for ticket in tickets:
                 self._tickets.remove(ticket)
@@ -276,6 +277,7 @@ class EngineWorker:
 
     def _answer_finished(self, tickets: list[Ticket]) -> None:
         """Release the claims of finished parts; answer every ticket with nothing left to run."""
+        answered: list[Ticket] = []
         for ticket in tickets:
             for part, _ in [entry for entry in ticket.running if entry[0].done.is_set()]:
                 self._count_retired(part)
@@ -285,8 +287,12 @@ class EngineWorker:
             stopped = ticket.cancelled or ticket.error is not None
             if ticket.submitted < ticket.job.rows and not stopped:
                 continue
-            self._settle(ticket, self._outcome(ticket))
-            with self._cond:
+            answered.append(ticket)
+        if not answered:
+            return
+        self._settle([(ticket, self._outcome(ticket)) for ticket in answered])
+        with self._cond:
+            for ticket in answered:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
 
@@ -297,8 +303,8 @@ class EngineWorker:
 
     def _count_retired(self, part: Request) -> None:
         self._metrics.rows_in_flight.labels(self.name).dec(part.rows)
-        for code, count in zip(*part.status.unique(return_counts=True), strict=True):
-            self._metrics.rows_retired.labels(self.name, ROW_STATUS[int(code)]).inc(int(count))
+        for code, count in Counter(part.status.tolist()).items():
+            self._metrics.rows_retired.labels(self.name, ROW_STATUS[code]).inc(count)
 
     def _outcome(self, ticket: Ticket) -> bytes | Exception:
         """The answer of a ticket with nothing left to run."""
@@ -313,17 +319,18 @@ class EngineWorker:
         except IKLayerError as err:
             return err
 
-    def _settle(self, ticket: Ticket, outcome: bytes | Exception) -> None:
-        """Resolve the ticket's future on its event loop (unless the loop is gone)."""
+    def _settle(self, outcomes: list[tuple[Ticket, bytes | Exception]]) -> None:
+        """Resolve the tickets' futures on the event loop, in one wake-up (unless the loop is gone)."""
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
-            self._loop.call_soon_threadsafe(_resolve, ticket.future, outcome)
+            self._loop.call_soon_threadsafe(_resolve, [(ticket.future, outcome) for ticket, outcome in outcomes])
 
 
-def _resolve(future: asyncio.Future[bytes], outcome: bytes | Exception) -> None:
-    if future.done():  # the route stopped waiting (client gone)
-        return
-    if isinstance(outcome, Exception):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+def _resolve(outcomes: list[tuple[asyncio.Future[bytes], bytes | Exception]]) -> None:
+    for future, outcome in outcomes:
+        if future.done():  # the route stopped waiting (client gone)
+            continue
+        if isinstance(outcome, Exception):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
