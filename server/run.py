@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ def serve(argv: Sequence[str] | None = None) -> int:
         limit_concurrency=settings.max_connections,
         timeout_graceful_shutdown=settings.shutdown_grace,
     )
-    _GracefulServer(config, app.state.ik).run()
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the SIGINT it shut down for
+        _GracefulServer(config, app.state.ik).run()
     return 0
 
 
