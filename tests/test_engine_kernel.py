@@ -486,3 +486,41 @@ def test_admitting_a_slice_of_slots_equals_admitting_their_indices() -> None:
     BlockLauncher(by_index)(8)
     for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "rng", "cost"):
         assert torch.equal(getattr(by_slice, field), getattr(by_index, field)), field
+
+
+# --------------------------------------------------------------------------- starts drawn in the kernel
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_random_starts_are_drawn_in_the_limits_from_the_restart_stream(dtype: torch.dtype, tiny_urdf: Path) -> None:
+    robot = ik_layer.load_robot(tiny_urdf, ee_frame="tool", dtype=dtype)
+    n = 64
+    target = robot.fk(robot.random_q((n,), generator=gen(70)))
+    drawn = Slots(robot, n)
+    drawn.admit(torch.arange(n), target, None, SolveOptions(max_iterations=0), seed=5)  # no iteration: the start
+    BlockLauncher(drawn)(4)
+    assert drawn.status.tolist() == [EXHAUSTED] * n and drawn.random_start.tolist() == [2] * n
+    q = drawn.best_q
+    assert bool(((q >= robot.lower) & (q <= robot.upper)).all())
+    assert torch.equal(q, robot.wrap(q)) and len({tuple(row) for row in q.tolist()}) == n  # one stream per slot
+    assert float(q[:, ~robot.continuous].std(dim=0).min()) > 0.1  # spread over the limits
+
+    # Same seed and offsets: the same starts and the same solve, whatever the block size and the block-0 launches.
+    options = SolveOptions(max_iterations=150, num_seeds=1)
+    runs = []
+    for block in (1, 16):
+        slots = Slots(robot, n)
+        slots.admit(torch.arange(n), target, None, options, seed=5)
+        launch = BlockLauncher(slots)
+        launch(0)  # draws the starts; a later launch neither draws again nor reseeds the stream
+        for _ in range(options.max_iterations + 1):
+            if not bool(slots.running().any()):
+                break
+            launch(block)
+        runs.append(slots)
+    for field in ("q", "best_q", "best_score", "iterations", "status", "rng"):
+        assert torch.equal(getattr(runs[0], field), getattr(runs[1], field)), field
+    assert float((runs[0].status == SOLVED).float().mean()) >= 0.9
+    # A given start in the same slot afterwards: no draw.
+    runs[0].admit([0], target[:1], q[:1], options, seed=5)
+    assert runs[0].random_start[0].item() == 0

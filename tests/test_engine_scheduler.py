@@ -287,3 +287,48 @@ def test_give_up_reads_only_the_weighted_position_axes(robot):
     weights = torch.tensor([[1.0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=robot.dtype)  # row 1: orientation only
     request = Engine(robot, capacity=8).submit(target, starts(robot, 2, seed=75), OPTIONS, weights=weights)
     assert request.unreachable.tolist() == [True, False]
+
+
+def test_starts_drawn_by_the_kernel_do_not_depend_on_admission(robot):
+    _, target = reachable(robot, 12, seed=70)
+    options = OPTIONS.replace(num_seeds=3)
+
+    def run(capacity: int, block: int, before: int) -> ik_layer.IKResult:
+        engine = Engine(robot, capacity=capacity, block=block)
+        if before:  # another request first: this one's rows take other slots
+            engine.submit(reachable(robot, before, seed=71)[1], None, options, seed=9)
+        request = engine.submit(target, None, options, seed=4)
+        engine.run()
+        assert bool(((request.q >= robot.lower) & (request.q <= robot.upper)).all())
+        return request.result()
+
+    first = run(12, 8, 0)
+    for other in (run(40, 8, 7), run(5, 8, 3)):
+        torch.testing.assert_close(first.q, other.q, rtol=0, atol=0)
+        assert torch.equal(first.iterations, other.iterations)
+    assert first.success.float().mean() >= 0.9
+    assert_verified(robot, first, target, options)
+    engine = Engine(robot, capacity=12, block=8)
+    reseeded = engine.submit(target, None, options, seed=5)
+    engine.run(reseeded)
+    assert not torch.equal(first.q, reseeded.result().q)  # another seed, other starts
+
+
+def test_a_request_cancelled_before_it_starts_answers_without_a_start(robot):
+    engine = Engine(robot, capacity=4, block=4)
+    _, target = reachable(robot, 3, seed=72)
+    request = engine.submit(target, None, OPTIONS)
+    engine.cancel(request)
+    engine.run(request)
+    assert request.status.tolist() == [CANCELLED] * 3 and not request.result().success.any()
+    assert torch.equal(request.q, robot.wrap(torch.zeros(3, robot.dof, dtype=robot.dtype)))
+
+
+def test_the_engine_refuses_robots_it_does_not_solve(tiny_urdf):
+    several = ik_layer.load_robot(tiny_urdf, ee_frames=["tool", "side_tip"])
+    assert not several.engine_supported
+    with pytest.raises(ik_layer.IKLayerError, match=r"several end-effector frames \(tool, side_tip\).*reference"):
+        Engine(several)
+    # ik_layer.solve takes the reference path for it
+    q = several.random_q((2,), generator=torch.Generator().manual_seed(1))
+    assert several.fk(q).shape == (2, 2, 4, 4)

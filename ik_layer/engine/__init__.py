@@ -42,17 +42,14 @@ __all__ = [
 def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
     """Solve a checked :class:`~ik_layer.solver.Problem` on ``engine``: admit every target, run until all retired.
 
-    A target's first seeds start at its warm start, then its posture (when given), else at random; every
-    random start and restart comes from ``seed``. Another seed starts (up to ``options.num_seeds``) when a
-    target's newest one stalls. The caller owns ``engine`` (one worker at a time).
+    A target's first seeds start at its warm start, then its posture (when given), else uniform in the
+    limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
+    seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
+    The caller owns ``engine`` (one worker at a time).
     """
     robot = engine.robot
-    n = problem.target.shape[0]
     given = [robot.wrap(x) for x in (problem.warm_start, problem.posture) if x is not None]
-    if given:
-        start = torch.stack(given, dim=1)
-    else:
-        start = robot.random_q((n,), generator=torch.Generator(device=robot.device).manual_seed(seed))
+    start = torch.stack(given, dim=1) if given else None  # None: random starts drawn by the kernel
     request = engine.submit(
         problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
     )

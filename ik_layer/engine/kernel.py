@@ -22,7 +22,9 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 
 A slot's first launch after :meth:`~ik_layer.engine.slots.Slots.admit` starts it: its best
 configuration, errors and age are reset there and its restart RNG is seeded with
-``wp.rand_init(rng_seed, rng)`` (``rng`` holds the stream offset until then).
+``wp.rand_init(rng_seed, rng)`` (``rng`` holds the stream offset until then). A slot admitted
+without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers
+of its restart stream (``random_start`` becomes 2: drawn, stream seeded).
 
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
@@ -30,6 +32,7 @@ compiles for the CPU and for CUDA.
 """
 
 # No `from __future__ import annotations`: warp reads the kernels' annotations as live types.
+import ctypes
 import functools
 import math
 from types import SimpleNamespace
@@ -339,6 +342,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         check_every: wp.array(dtype=wp.int32),
         posture: wp.array2d(dtype=f),
         has_posture: wp.array(dtype=wp.int32),
+        random_start: wp.array(dtype=wp.int32),
         # the slots' state
         q_state: wp.array2d(dtype=f),
         mu_state: wp.array(dtype=f),
@@ -387,6 +391,13 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         every = check_every[i]
         patience = restart_after[i]
         st = int(RUNNING)
+        drawn = random_start[i]
+        if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
+            state = wp.rand_init(rng_seed[i], wp.int32(state))
+            for a in range(dof):
+                u = f(wp.randf(state))
+                q[a] = wrap(lower[a] * (f(1.0) - u) + upper[a] * u, lower[a], upper[a], continuous[a])
+            drawn = 2
 
         e, jac, cost = evaluate(
             q, trot, tpos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, revolute, cols, t_rot, t_pos
@@ -409,7 +420,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         for _k in range(block):
             if st != RUNNING or it >= limit:
                 break
-            if it == 0:  # the first iteration of this admission: seed the restart stream
+            if it == 0 and drawn != 2:  # the first iteration of this admission: seed the restart stream
                 state = wp.rand_init(rng_seed[i], wp.int32(state))
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
@@ -511,6 +522,7 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         check_cost[i] = last
         cost_state[i] = cost
         rng[i] = state
+        random_start[i] = drawn
         status[i] = st
 
     return lm_block
@@ -533,6 +545,7 @@ class BlockLauncher:
         self._block_index = len(inputs) - 1
         self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
         self._rows = slots.capacity
+        self._cpu_args = _cpu_arguments(self._command) if self.device.is_cpu else None
 
     def __call__(self, block: int, rows: int | None = None) -> None:
         """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
@@ -546,8 +559,35 @@ class BlockLauncher:
         if rows != self._rows:
             self._command.set_dim(rows)
             self._rows = rows
+        if self._cpu_args is not None and not _cpu_capturing(self.device):
+            # The CPU launch without warp's per-call argument packing (37 fields): the bound arguments' struct is
+            # built once; only the block and the bounds change.
+            self._cpu_args.block = block
+            self._command.hooks.forward(ctypes.byref(self._command.bounds), ctypes.byref(self._cpu_args))
+            return
         self._command.set_param_at_index(self._block_index, block)
         stream = None
         if self.device.is_cuda:
             stream = wp.stream_from_torch(torch.cuda.current_stream(self.slots.device))
         self._command.launch(stream=stream)
+
+
+def _cpu_arguments(command: "wp.Launch") -> object | None:
+    """The ctypes argument struct of a recorded CPU launch of a forward kernel, built once (warp builds it at every
+    ``Launch.launch``); None where this warp version's launch internals differ (launches then go through warp)."""
+    try:
+        from warp._src.context import _build_cpu_args_structs
+
+        if command.adjoint or command.block_dim > 1 or command.hooks.forward is None:
+            return None
+        args, _ = _build_cpu_args_structs(command.kernel, command.hooks, command.params, False)
+        args.block = 0  # the field exists and takes an int
+        return args
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+def _cpu_capturing(device: "wp.context.Device") -> bool:
+    """Whether a warp CPU capture (APIC) records launches on ``device``: launches then go through warp."""
+    capture = getattr(wp._src.context, "_get_apic_capture_for_device", None)
+    return capture is not None and capture(device) is not None

@@ -44,10 +44,12 @@ class Reach:
 
         Distances are taken over the weighted position axes (``weights`` (n, 6)), as the solver measures errors.
         """
-        offset = target.detach().cpu().numpy()[:, :3, 3] - self.centre
-        offset *= weights.detach().cpu().numpy()[:, :3] > 0
+        host = target.device.type == "cpu"
+        offset = (target.detach() if host else target.detach().cpu()).numpy()[:, :3, 3] - self.centre
+        offset *= (weights.detach() if host else weights.detach().cpu()).numpy()[:, :3] > 0
         limit = self.radius + self.rounding + position_tolerance
-        return np.einsum("ij,ij->i", offset, offset) > limit * limit
+        offset *= offset
+        return offset.sum(axis=1) > limit * limit
 
 
 def reach(robot: Robot) -> Reach:

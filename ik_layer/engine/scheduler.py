@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -53,7 +54,8 @@ class Request:
 
     Attributes:
         target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6).
-        start: (n, k, dof) first configurations of the targets' first k seeds; seeds beyond k start random.
+        start: (n, k, dof) first configurations of the targets' first k seeds, or None (k = 0); seeds beyond k
+            start uniform in the limits, drawn by the kernel from their restart streams.
         posture: (n, dof) preferred configurations, or None.
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
@@ -67,12 +69,13 @@ class Request:
     """
 
     target: Tensor
-    start: Tensor
+    start: Tensor | None
     weights: Tensor
     posture: Tensor | None
     options: SolveOptions
     seed: int
     deadline: float | None
+    initial: Tensor | None = field(default=None, repr=False)  # (dof,) q before any answer, given no start
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -81,20 +84,36 @@ class Request:
 
     def __post_init__(self) -> None:
         n = self.target.shape[0]
-        self.q = self.start[:, 0].clone()
-        self.error = torch.full((n, 2), torch.inf, dtype=self.q.dtype, device=self.q.device)  # at q: [m], [rad]
-        # The scheduler's bookkeeping, in numpy (the public fields are torch views of the first three).
+        self.given = 0 if self.start is None else self.start.shape[1]  # seeds with a given start
+        first = self.start[:, 0] if self.start is not None else self.initial.expand(n, -1)  # type: ignore[union-attr]
+        self.initial = None
+        # The scheduler's bookkeeping, in numpy (the public fields are torch views of codes, used and seeds).
         self.codes = np.full(n, RUNNING, dtype=np.int32)
-        self.used = np.zeros(n, dtype=np.int64)
-        self.seeds = np.zeros(n, dtype=np.int64)  # seeds started per target
+        counts = np.zeros((3, n), dtype=np.int64)
+        self.used, self.seeds, self.pending = counts  # iterations; seeds started; seeds queued for a slot
         self.status, self.iterations = torch.from_numpy(self.codes), torch.from_numpy(self.used)
         self.seeds_used = torch.from_numpy(self.seeds)
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
-        self.pending = np.zeros(n, dtype=np.int64)  # seeds queued for a slot, per target
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
         self._errors: tuple[Tensor, Tensor] | None = None
-        self._random_starts: dict[int, Tensor] = {}
+        # On the CPU, numpy views of the tensors the scheduler reads and writes (far cheaper than torch indexing).
+        self.host: SimpleNamespace | None = None
+        if first.device.type != "cpu":
+            self.q = first.detach().clone()
+            self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
+            return
+        q = first.detach().numpy().copy()
+        error = np.full((n, 2), np.inf, dtype=q.dtype)
+        self.q, self.error = torch.from_numpy(q), torch.from_numpy(error)
+        self.host = SimpleNamespace(
+            q=q,
+            error=error,
+            target=self.target.detach().numpy(),
+            weights=self.weights.detach().numpy(),
+            start=None if self.start is None else self.start.detach().numpy(),
+            posture=None if self.posture is None else self.posture.detach().numpy(),
+        )
 
     @property
     def rows(self) -> int:
@@ -106,14 +125,10 @@ class Request:
         short = min(self.options.restart_after, self.options.max_iterations)
         return np.where(self.unreachable[rows], short, self.options.max_iterations)
 
-    def seed_start(self, rows: Index, k: int, robot: Robot) -> Tensor:
-        """Starts (len(rows), dof) of seed ``k`` of the targets ``rows``: given, or uniform in the limits."""
-        if k < self.start.shape[1]:
-            return self.start[rows, k]
-        if k not in self._random_starts:  # drawn once for all rows: a row's start does not depend on the others
-            generator = torch.Generator(device=robot.device).manual_seed(self.seed * 1_000_003 + k)
-            self._random_starts[k] = robot.random_q((self.rows,), generator=generator)
-        return self._random_starts[k][rows]
+    def seed_start(self, rows: Index, k: int) -> Tensor | None:
+        """Starts (len(rows), dof) of seed ``k`` of the targets ``rows`` when given, else None: the kernel draws
+        them uniform in the limits from the seeds' restart streams (a row's start does not depend on the others)."""
+        return self.start[rows, k] if k < self.given else None
 
     def result(self) -> IKResult:
         """The answer, once :attr:`done` is set; errors are measured at the best configurations, weighted axes."""
@@ -155,14 +170,22 @@ class Engine:
     def __init__(self, robot: Robot, capacity: int = 1024, block: int = 8) -> None:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+        if not robot.engine_supported:
+            raise IKLayerError(
+                f"the engine does not solve robot {robot.name!r}: {_unsupported(robot)}; "
+                "ik_layer.solve runs such robots on the reference solver (reference=True)"
+            )
         for name, value in (("capacity", capacity), ("block", block)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise IKLayerError(f"{name} must be a positive integer, got {value!r}")
         self.robot = robot
         self.block = block
         self.slots = Slots(robot, capacity)
+        self._device = robot.device
+        self._on_host = self._device.type == "cpu"  # slots and requests written through numpy views
         self._launch = BlockLauncher(self.slots)
         self._reach = reach(robot)
+        self._home = robot.wrap(torch.zeros(robot.dof, dtype=robot.dtype, device=robot.device))
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
         # and whether it is the newest seed of its target with more allowed.
         self._is_free = np.ones(capacity, dtype=bool)
@@ -182,7 +205,7 @@ class Engine:
     def submit(
         self,
         target: Tensor,
-        start: Tensor,
+        start: Tensor | None,
         options: SolveOptions,
         *,
         weights: Tensor | None = None,
@@ -195,7 +218,9 @@ class Engine:
 
         Args:
             target: (n, 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
-            start: (n, dof) or (n, k, dof) starts of the first seeds, inside the limits.
+            start: (n, dof) or (n, k, dof) starts of the first seeds, inside the limits; or None: every seed
+                starts uniform in the limits, drawn on the device by the kernel from the seed's restart stream
+                (no host work; the targets' answers start at :meth:`Robot.wrap` of zeros until they retire).
             options: budget, tolerances, restart policy and ``num_seeds`` (the most seeds per target).
             weights: (n, 6) non-negative error weights (default ones).
             posture: (n, dof) preferred configurations (pulled towards in the null space), or None.
@@ -207,10 +232,13 @@ class Engine:
         """
         n = target.shape[0]
         if weights is None:
-            weights = torch.ones(n, 6, dtype=self.robot.dtype, device=self.robot.device)
-        if start.dim() == 2:
+            weights = torch.ones(n, 6, dtype=self._home.dtype, device=self._device)
+        initial = None
+        if start is None:
+            initial = self._home
+        elif start.dim() == 2:
             start = start[:, None]
-        request = Request(target, start, weights, posture, options, seed, deadline)
+        request = Request(target, start, weights, posture, options, seed, deadline, initial)
         if give_up and n:
             request.unreachable = self._reach.beyond(target, weights, options.position_tolerance)
         if n == 0:
@@ -285,22 +313,26 @@ class Engine:
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
         """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
         slots = np.flatnonzero(self._is_free[: self._top + len(rows)])[: len(rows)]  # all free from _top on
-        device = self.robot.device
-        on_device, slots_on_device = _index(rows, device), _index(slots, device)
-        extra = {} if request.posture is None else {"posture": request.posture[on_device]}
-        self.slots.admit(
-            slots_on_device,
-            request.target[on_device],
-            request.seed_start(on_device, k, self.robot),
-            request.options,
-            weights=request.weights[on_device],
-            seed=request.seed,
-            rng_offset=(rows * request.options.num_seeds + k).astype(np.int32),
-            **extra,
-        )
+        rng_offset = (rows * request.options.num_seeds + k).astype(np.int32)
+        host = request.host
+        if self._on_host and host is not None:  # numpy views: rows and slots as slices or int arrays
+            at, into = _index(rows, None), _index(slots, None)
+            start = host.start[at, k] if k < request.given else None
+            posture = None if host.posture is None else host.posture[at]
+            self.slots.admit(
+                into, host.target[at], start, request.options, weights=host.weights[at], seed=request.seed,
+                rng_offset=rng_offset, posture=posture,
+            )  # fmt: skip
+        else:
+            at, into = _index(rows, self._device), _index(slots, self._device)
+            extra = {} if request.posture is None else {"posture": request.posture[at]}
+            self.slots.admit(
+                into, request.target[at], request.seed_start(at, k), request.options, weights=request.weights[at],
+                seed=request.seed, rng_offset=rng_offset, **extra,
+            )  # fmt: skip
         if k > 0 or request.unreachable[rows].any():  # what is left of the targets' budgets, if not the options'
             left = (request.budget(rows) - offsets).astype(np.int32)
-            self.slots.set_budget(slots_on_device, torch.from_numpy(left).to(device))
+            self.slots.set_budget(into, left if self._on_host else torch.from_numpy(left).to(self._device))
         self._is_free[slots] = False
         self._used += len(slots)
         self._top = max(self._top, int(slots[-1]) + 1)
@@ -348,9 +380,9 @@ class Engine:
             self._ask_for_seeds(occupied & ~stopped, iterations, age)
             slots = np.flatnonzero(stopped)
             if slots.size:
-                scores = _gather(self.slots.best_score, slots).astype(np.float64)
+                scores = self._gather("best_score", slots).astype(np.float64)
                 owners = owner[slots]
-                for rid in np.unique(owners).tolist():
+                for rid in [int(owners[0])] if len(owners) == 1 else np.unique(owners).tolist():
                     mine = owners == rid
                     used = self._offset[slots[mine]] + iterations[slots[mine]]
                     self._retire_slots(
@@ -363,9 +395,10 @@ class Engine:
 
     def _host_state(self, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Copies of the status, iterations and age of the slots below ``top`` (the one host sync of a step)."""
+        if self._on_host:
+            put = self.slots._fields
+            return put["status"][:top].copy(), put["iterations"][:top].copy(), put["age"][:top].copy()
         fields = (self.slots.status, self.slots.iterations, self.slots.age)
-        if self.slots.device.type == "cpu":
-            return tuple(x.numpy()[:top].copy() for x in fields)  # type: ignore[return-value]
         return tuple(torch.stack([x[:top] for x in fields]).cpu().numpy())  # type: ignore[return-value]
 
     def _ask_for_seeds(self, running: np.ndarray, iterations: np.ndarray, age: np.ndarray) -> None:
@@ -399,19 +432,26 @@ class Engine:
         target when no other seed of it runs or waits.
         """
         rows = self._row[slots]
+        if forced is None and len(slots) == 1 and codes[0] == SOLVED:  # the common case: one seed solved
+            request.best_score[rows] = np.minimum(request.best_score[rows], scores)
+            self._take_best(request, rows, slots)
+            self._answer(request, rows, used, code=SOLVED)
+            return
         self._keep_best(request, rows, slots, scores)
         if forced is not None:
             self._answer(request, *_most_by(rows, used), code=forced)
             return
         solved = np.flatnonzero(codes == SOLVED)
         exhausted = codes == EXHAUSTED
-        if solved.size:
+        if solved.size == 1:
+            solved_rows, winners = rows[solved], solved
+        elif solved.size:
             # Seeds of one target that solved in the same block: the earliest wins, then the lowest score.
             solved = solved[np.lexsort((scores[solved], used[solved]))]
             solved_rows, first = np.unique(rows[solved], return_index=True)
             winners = solved[first]
-            _copy_rows(request.q, solved_rows, self.slots.best_q, slots[winners])
-            _copy_rows(request.error, solved_rows, self.slots.best_error, slots[winners])
+        if solved.size:
+            self._take_best(request, solved_rows, slots[winners])
             self._answer(request, solved_rows, used[winners], code=SOLVED)
             exhausted &= request.codes[rows] == RUNNING  # not the targets just solved
         if not exhausted.any():
@@ -424,16 +464,35 @@ class Engine:
     def _keep_best(self, request: Request, rows: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> None:
         """Update the targets' best configurations with the best seeds among ``slots`` (of ``scores``)."""
         if len(rows) == 1:
-            best_rows, best = rows, np.zeros(1, dtype=np.int64)
-        else:
-            order = np.argsort(scores, kind="stable")
-            best_rows, first = np.unique(rows[order], return_index=True)
-            best = order[first]
+            if scores[0] < request.best_score[rows[0]]:
+                request.best_score[rows] = scores
+                self._take_best(request, rows, slots)
+            return
+        order = np.argsort(scores, kind="stable")
+        best_rows, first = np.unique(rows[order], return_index=True)
+        best = order[first]
         better = scores[best] < request.best_score[best_rows]
         rows_b, best_b = best_rows[better], best[better]
         request.best_score[rows_b] = scores[best_b]
-        _copy_rows(request.q, rows_b, self.slots.best_q, slots[best_b])
-        _copy_rows(request.error, rows_b, self.slots.best_error, slots[best_b])
+        self._take_best(request, rows_b, slots[best_b])
+
+    def _take_best(self, request: Request, rows: np.ndarray, slots: np.ndarray) -> None:
+        """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``."""
+        if len(rows) == 0:
+            return
+        if self._on_host and request.host is not None:
+            put = self.slots._fields
+            request.host.q[rows] = put["best_q"][slots]
+            request.host.error[rows] = put["best_error"][slots]
+            return
+        _copy_rows(request.q, rows, self.slots.best_q, slots)
+        _copy_rows(request.error, rows, self.slots.best_error, slots)
+
+    def _gather(self, name: str, index: np.ndarray) -> np.ndarray:
+        """The slots' field ``name`` at ``index``, on the host."""
+        if self._on_host:
+            return self.slots._fields[name][index]
+        return _gather(getattr(self.slots, name), index)
 
     def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
         """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is
@@ -460,12 +519,27 @@ class Engine:
         self._freed.append(slots)
 
 
-def _index(values: np.ndarray, device: torch.device) -> Index:
-    """Distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device``."""
+def _unsupported(robot: Robot) -> str:
+    """Why the engine kernel does not solve ``robot`` (see :attr:`Robot.engine_supported`)."""
+    reasons = []
+    if robot.ee_frames is not None:
+        reasons.append(f"it has several end-effector frames ({', '.join(map(str, robot.ee_frames))})")
+    if robot.mimic:
+        reasons.append(f"it has mimic joints ({', '.join(map(str, robot.mimic))})")
+    if getattr(robot, "floating_base", False):
+        reasons.append("it has a floating base")
+    return " and ".join(reasons) or "its model is not a single serial chain to one end-effector frame"
+
+
+def _index(values: np.ndarray, device: torch.device | None) -> Index | np.ndarray:
+    """Distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device`` (None: as
+    an int64 numpy array)."""
     if len(values) == 1:
         return slice(int(values[0]), int(values[0]) + 1)
     if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
         return slice(int(values[0]), int(values[-1]) + 1)
+    if device is None:
+        return np.ascontiguousarray(values, dtype=np.int64)
     return torch.from_numpy(np.ascontiguousarray(values)).to(device)
 
 
@@ -488,6 +562,8 @@ def _copy_rows(dst: Tensor, dst_rows: np.ndarray, src: Tensor, src_rows: np.ndar
 
 def _most_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of ``keys`` (1-D, sorted) and the largest of ``values`` for each."""
+    if len(keys) == 1:
+        return keys, values
     distinct, inverse = np.unique(keys, return_inverse=True)
     most = np.zeros(len(distinct), dtype=values.dtype)
     np.maximum.at(most, inverse, values)

@@ -32,6 +32,8 @@ class Slots:
         target_rot (3, 3), target_pos (3,), weights (6,), tolerance (2,) [m, rad]: the problem.
         budget, restart_after, check_every: int32 iteration counts of the problem.
         posture (dof,), has_posture: the preferred configuration, used where the int32 flag is 1.
+        random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
+            from the slot's restart stream), 2 once drawn, 0 for a given start.
         q (dof,), mu: the current configuration and relative damping.
         best_q (dof,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
             score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
@@ -68,6 +70,7 @@ class Slots:
         self.check_every = torch.ones(n, **count)
         self.posture = torch.zeros(n, dof, **real)
         self.has_posture = torch.zeros(n, **count)
+        self.random_start = torch.zeros(n, **count)
         self.q = torch.zeros(n, dof, **real)
         self.mu = torch.full((n,), _MU_INIT, **real)
         self.best_q = torch.zeros(n, dof, **real)
@@ -109,6 +112,7 @@ class Slots:
             (self.check_every, wp.int32),
             (self.posture, f),
             (self.has_posture, wp.int32),
+            (self.random_start, wp.int32),
             (self.q, f),
             (self.mu, f),
             (self.best_q, f),
@@ -140,7 +144,7 @@ class Slots:
         self,
         index: Tensor | Sequence[int] | slice,
         target: Tensor,
-        q: Tensor,
+        q: Tensor | None,
         options: SolveOptions,
         *,
         weights: Tensor | None = None,
@@ -149,6 +153,9 @@ class Slots:
         posture: Tensor | None = None,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
+
+        ``q`` None: each slot's start is drawn by the kernel at its first launch, uniform in the limits (as
+        :meth:`Robot.random_q`), from the slot's restart stream (so it depends only on ``seed`` and the offset).
 
         ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Budgets and tolerances come
         from ``options``; ``weights`` (k, 6) default to ones; ``posture`` (k, dof), if given, is pulled
@@ -177,14 +184,18 @@ class Slots:
         put["has_posture"][idx] = 0 if posture is None else 1
         if posture is not None:
             put["posture"][idx] = value(posture)
-        put["q"][idx] = value(q)
+        if q is None:
+            put["random_start"][idx] = 1
+        else:
+            put["random_start"][idx] = 0
+            put["q"][idx] = value(q)
         put["mu"][idx] = _MU_INIT
         put["iterations"][idx] = 0
         put["rng"][idx] = rng
         put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
         put["status"][idx] = RUNNING
 
-    def set_budget(self, index: Tensor | Sequence[int] | slice, budget: Tensor) -> None:
+    def set_budget(self, index: Tensor | Sequence[int] | slice, budget: Tensor | np.ndarray) -> None:
         """Set the iteration budgets (k,) int32 of the slots ``index`` (after :meth:`admit`)."""
         self._fields["budget"][self._ints(index)] = self._value(budget)
 
@@ -201,9 +212,12 @@ class Slots:
             return np.asarray(index, dtype=np.int64).reshape(-1)
         return torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
 
-    def _value(self, x: Tensor) -> Tensor | np.ndarray:
-        """Tensor ``x`` as :attr:`_fields` take it: its numpy view on the CPU, else itself."""
-        return x.detach().numpy() if self.device.type == "cpu" else x
+    def _value(self, x: Tensor | np.ndarray) -> Tensor | np.ndarray:
+        """Tensor ``x`` as :attr:`_fields` take it: its numpy view on the CPU, else itself (numpy arrays, on the
+        CPU, as they are)."""
+        if isinstance(x, np.ndarray) or self.device.type != "cpu":
+            return x
+        return x.detach().numpy()
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
