@@ -57,14 +57,12 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
 
 
 def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:
-    """Queue the targets ``rows`` of ``problem`` on ``engine``: warm starts if given, else random ones from ``seed``."""
-    robot = engine.robot
-    target = problem.target[rows]
-    if problem.warm_start is not None:
-        start = robot.wrap(problem.warm_start[rows])
-    else:
-        start = robot.random_q((target.shape[0],), generator=torch.Generator(robot.device).manual_seed(seed))
-    return engine.submit(target, start, problem.options, weights=problem.weights[rows], seed=seed, deadline=deadline)
+    """Queue the targets ``rows`` of ``problem`` on ``engine``: warm starts if given, else random ones that the
+    kernel draws from ``seed``'s streams."""
+    start = None if problem.warm_start is None else engine.robot.wrap(problem.warm_start[rows])
+    return engine.submit(
+        problem.target[rows], start, problem.options, weights=problem.weights[rows], seed=seed, deadline=deadline
+    )
 
 
 def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
