@@ -53,7 +53,7 @@ class Settings(_SolveDefaults):
         4096, ge=256, le=1 << 16, description="solver slots per robot (seeds in flight at once, all requests)"
     )
     block_iterations: int = Field(
-        8, ge=1, le=256, description="LM iterations per engine step; requests join and leave between steps"
+        8, ge=1, le=256, description="LM iterations per engine step under load (4x when lightly loaded)"
     )
     max_requests_in_flight: int = Field(256, ge=1, description="requests solving at once per robot (1: unbatched)")
     queue_limit: int = Field(1024, ge=1, description="requests waiting or solving per robot before 503")

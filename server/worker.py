@@ -41,6 +41,8 @@ from ik_layer.solver import Problem
 __all__ = ["EngineWorker", "Ticket"]
 
 _SHARE = 4  # one request claims at most 1/_SHARE of the slots
+_LIGHT_LOAD = 64  # slots claimed at most for a light load, when steps are _LIGHT_BLOCKS blocks long
+_LIGHT_BLOCKS = 4  # (fewer steps per request; such a step of 64 slots takes about a millisecond)
 _log = logging.getLogger("server")
 
 
@@ -81,7 +83,8 @@ class EngineWorker:
         robot: the robot.
         metrics: the app's metrics.
         slots: the engine's slots (seeds in flight, all requests together).
-        block: LM iterations per engine step (requests join and leave between steps).
+        block: LM iterations per engine step (requests join and leave between steps); 4x as many while at
+            most 64 slots are claimed.
         max_requests: requests solving at once (1: one request at a time, unbatched).
         queue_limit: requests waiting or solving before new ones get 503.
         max_work: row-iterations waiting or solving before new ones get 503 (413 for one that alone exceeds it).
@@ -101,6 +104,7 @@ class EngineWorker:
     ) -> None:
         self.name = name
         self.engine = Engine(robot, capacity=slots, block=block)
+        self.block = block
         self.max_requests = max_requests
         self.queue_limit = queue_limit
         self.max_work = max_work
@@ -194,7 +198,8 @@ class EngineWorker:
                     return
                 tickets = list(self._tickets)
             try:
-                self._hand_over(tickets)
+                claimed = self._hand_over(tickets)
+                self.engine.block = self.block * (_LIGHT_BLOCKS if claimed <= _LIGHT_LOAD else 1)
                 if self.engine.busy:
                     start = time.perf_counter()
                     self.engine.step()
@@ -207,7 +212,7 @@ class EngineWorker:
     def _fail(self, tickets: list[Ticket], err: Exception) -> None:
         """Answer ``tickets`` with ``err`` and replace the engine, whose state is unknown."""
         engine = self.engine
-        self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=engine.block)
+        self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=self.block)
         for ticket in tickets:
             self._forget_running(ticket)
         self._settle([(ticket, err) for ticket in tickets])
@@ -216,9 +221,9 @@ class EngineWorker:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
 
-    def _hand_over(self, tickets: list[Ticket]) -> None:
+    def _hand_over(self, tickets: list[Ticket]) -> int:
         """Start waiting requests (up to ``max_requests`` solving), then give the engine parts of them, oldest
-        first, within the slots' claims."""
+        first, within the slots' claims; return the slots claimed."""
         now = time.monotonic()
         self._start(tickets, now)
         capacity = self.engine.slots.capacity
@@ -237,6 +242,7 @@ class EngineWorker:
                 continue
             free -= claim
             self._submit(ticket, rows, claim)
+        return capacity - free
 
     def _start(self, tickets: list[Ticket], now: float) -> None:
         """Check the problems of the oldest waiting tickets that may start, in one call for all of them; a ticket
