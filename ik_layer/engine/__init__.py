@@ -3,7 +3,7 @@
 * :func:`~ik_layer.engine.kernel.lm_block_kernel`: the kernel; one launch advances every RUNNING
   slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.solver`).
 * :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp.
-* :class:`~ik_layer.engine.kernel.BlockLauncher`: the recorded launch over one set of slots.
+* :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over one set of slots.
 * :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).
 * :func:`solve_with_kernel`: the engine's first client: admit every target, run until all retired.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, lm_block_kernel
+from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
+from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED, BlockLauncher
+from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED
+from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError

@@ -1,0 +1,78 @@
+"""The recorded launch of the LM block kernel over one set of slots, with the CPU path's argument struct bound once."""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+import warp as wp
+
+from ik_layer.engine.kernel import lm_block_kernel
+from ik_layer.engine.slots import Slots
+
+__all__ = ["BlockLauncher"]
+
+
+class BlockLauncher:
+    """A recorded launch of :func:`lm_block_kernel` over one :class:`~ik_layer.engine.slots.Slots`.
+
+    The arguments (the robot's chain and the slots' warp views) are bound once; each call
+    replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
+    queued on torch's current stream; on the CPU warp runs it before returning).
+    """
+
+    def __init__(self, slots: Slots) -> None:
+        robot = slots.robot
+        self.slots = slots
+        self.kernel = lm_block_kernel(robot.dof, int(robot._chain_cols.numel()), robot.dtype)
+        self.device = wp.device_from_torch(slots.device)
+        inputs = [*slots.chain_arrays(), *slots.state_arrays(), 1]
+        self._block_index = len(inputs) - 1
+        self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
+        self._rows = slots.capacity
+        self._cpu_args = _cpu_arguments(self._command) if self.device.is_cpu else None
+
+    def __call__(self, block: int, rows: int | None = None) -> None:
+        """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
+        if not (isinstance(block, int) and block >= 0):
+            raise ValueError(f"block must be an int >= 0, got {block!r}")
+        rows = self.slots.capacity if rows is None else rows
+        if not 0 <= rows <= self.slots.capacity:
+            raise ValueError(f"rows must lie in [0, {self.slots.capacity}], got {rows!r}")
+        if rows == 0:
+            return
+        if rows != self._rows:
+            self._command.set_dim(rows)
+            self._rows = rows
+        if self._cpu_args is not None and not _cpu_capturing(self.device):
+            # The CPU launch without warp's per-call argument packing (37 fields): the bound arguments' struct is
+            # built once; only the block and the bounds change.
+            self._cpu_args.block = block
+            self._command.hooks.forward(ctypes.byref(self._command.bounds), ctypes.byref(self._cpu_args))
+            return
+        self._command.set_param_at_index(self._block_index, block)
+        stream = None
+        if self.device.is_cuda:
+            stream = wp.stream_from_torch(torch.cuda.current_stream(self.slots.device))
+        self._command.launch(stream=stream)
+
+
+def _cpu_arguments(command: wp.Launch) -> object | None:
+    """The ctypes argument struct of a recorded CPU launch of a forward kernel, built once (warp builds it at every
+    ``Launch.launch``); None where this warp version's launch internals differ (launches then go through warp)."""
+    try:
+        from warp._src.context import _build_cpu_args_structs
+
+        if command.adjoint or command.block_dim > 1 or command.hooks.forward is None:
+            return None
+        args, _ = _build_cpu_args_structs(command.kernel, command.hooks, command.params, False)
+        args.block = 0  # the field exists and takes an int
+        return args
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+def _cpu_capturing(device: wp.context.Device) -> bool:
+    """Whether a warp CPU capture (APIC) records launches on ``device``: launches then go through warp."""
+    capture = getattr(wp._src.context, "_get_apic_capture_for_device", None)
+    return capture is not None and capture(device) is not None
