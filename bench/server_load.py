@@ -59,13 +59,19 @@ class Point:
 
 
 @contextmanager
-def running_server(flags: Sequence[str]) -> Iterator[str]:
-    """Run ``python -m ik_layer.server`` with ``flags`` on a free loopback port; yield its base URL."""
+def running_server(flags: Sequence[str]) -> Iterator[ServerProcess]:
+    """Run ``python -m ik_layer.server`` with ``flags`` on a free loopback port; yield it (``.url``, ``.process``)."""
     server = ServerProcess.start(["--log-level", "warning", *flags], capture=False, cwd=ROOT)
     try:
-        yield server.url
+        yield server
     finally:
         server.stop(signal.SIGTERM, timeout=30)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` [MiB] (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
 
 def reachable_targets(url: str, robot: str, count: int, seed: int) -> list[dict[str, list[float]]]:
@@ -123,7 +129,8 @@ def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[s
     """All client counts against one server started with ``flags``: IK requests, and ``/health`` side by side."""
     points: dict[str, list[Point]] = {mode: [], "no-op": []}
     body = {"max_iterations": args.max_iterations}
-    with running_server([*flags, "--robots", args.robot]) as url:
+    with running_server([*flags, "--robots", args.robot]) as server:
+        url = server.url
         targets = reachable_targets(url, args.robot, 512, seed=0)
         for clients in args.clients:
             for name, payload in ((mode, body), ("no-op", None)):
@@ -141,7 +148,23 @@ def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[s
                 )
         if args.hostile:
             asyncio.run(hostile(url, args.robot, targets))
+        if args.soak:
+            soak(server, args.robot, targets, args.soak, body)
     return points
+
+
+def soak(server: ServerProcess, robot: str, targets: list[dict[str, list[float]]], seconds: float, body: dict) -> None:
+    """64 clients for ``seconds``: failed requests, and the server's memory at the start, half-way and the end."""
+    pid = server.process.pid
+    before = rss_mib(pid)
+    half = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body))
+    middle = rss_mib(pid)
+    rest = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body))
+    after = rss_mib(pid)
+    print(
+        f"\nsoak: 64 clients for {seconds:g} s: {half[0] + rest[0]} answered, {half[1] + rest[1]} failed; "
+        f"server RSS {before:.0f} -> {middle:.0f} -> {after:.0f} MiB"
+    )
 
 
 async def hostile(url: str, robot: str, targets: list[dict[str, list[float]]]) -> None:
@@ -187,6 +210,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=None, help="measured time per point [s]")
     parser.add_argument("--hostile", action="store_true", help="also time a maximal request and requests beside it")
+    parser.add_argument("--soak", type=float, default=0, help="then load 64 clients for this long [s], memory watched")
     parser.add_argument("--json", type=Path, help="also write the points here (plotted by bench/report.py)")
     parser.add_argument("--max-iterations", type=int, default=100)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
@@ -202,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'mode':>9} {'clients':>7} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'failed':>6}")
     common = ["--device", args.device, "--max-targets", "1024"]
     batched = measure("batched", common, args)
-    args.hostile = False
+    args.hostile, args.soak = False, 0
     unbatched = measure("unbatched", [*common, "--max-requests-in-flight", "1"], args)["unbatched"]
     print("\nratios (goals at 64 clients: >= 0.5x no-op, >= 10x unbatched, p99 <= 5x p50):")
     for on, noop, off in zip(batched["batched"], batched["no-op"], unbatched, strict=True):
