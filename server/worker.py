@@ -285,9 +285,10 @@ class EngineWorker:
         """Release the claims of finished parts; answer every ticket with nothing left to run."""
         answered: list[Ticket] = []
         for ticket in tickets:
-            for part, _ in [entry for entry in ticket.running if entry[0].done.is_set()]:
+            finished = [entry for entry in ticket.running if entry[0].done.is_set()]
+            for part, _ in finished:
                 self._count_retired(part)
-            ticket.running = [entry for entry in ticket.running if not entry[0].done.is_set()]
+            ticket.running = [entry for entry in ticket.running if entry not in finished]
             if ticket.running:
                 continue
             stopped = ticket.cancelled or ticket.error is not None
