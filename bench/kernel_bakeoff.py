@@ -36,7 +36,7 @@ import warp as wp
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 import ik_layer
-from ik_layer.engine.kernel import damping_floor, lm_functions, warp_types
+from ik_layer.engine.kernel import Layout, damping_floor, lm_functions, warp_types
 from ik_layer.engine.slots import Slots
 from ik_layer.lie import pose_error
 
@@ -61,19 +61,21 @@ def eager_step(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, mu:
 # --------------------------------------------------------------------------- warp
 
 
-def warp_step_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
-    """One step per row, from the engine's own warp functions (:func:`ik_layer.engine.kernel.lm_functions`)."""
-    fns = lm_functions(dof, joints, dtype)
+def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
+    """One step per row, from the engine's own warp functions (:func:`ik_layer.engine.kernel.lm_functions`);
+    one end-effector frame, a fixed base."""
+    fns = lm_functions(layout, dtype)
     evaluate, damped_solve = fns.evaluate, fns.damped_solve
     f, _, vec3, vec6, mat33 = warp_types(dtype)
+    dof = layout.dof
     vecq = wp.types.vector(dof, f)
     floor = damping_floor(dtype)
 
     @wp.kernel(module="unique")
     def step(
         q: wp.array2d(dtype=f),
-        target_rot: wp.array(dtype=mat33),
-        target_pos: wp.array(dtype=vec3),
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
         mu: wp.array(dtype=f),
         place_rot: wp.array(dtype=mat33),
         place_rot_k: wp.array(dtype=mat33),
@@ -83,6 +85,8 @@ def warp_step_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         axis: wp.array(dtype=vec3),
         revolute: wp.array(dtype=wp.int32),
         cols: wp.array(dtype=wp.int32),
+        scale: wp.array(dtype=f),
+        offset: wp.array(dtype=f),
         tip_rot: wp.array(dtype=mat33),
         tip_pos: wp.array(dtype=vec3),
         dq: wp.array2d(dtype=f),
@@ -96,8 +100,8 @@ def warp_step_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             ones[a] = f(1.0)
         w = vec6(f(1.0), f(1.0), f(1.0), f(1.0), f(1.0), f(1.0))
         e, jac, err = evaluate(
-            x, target_rot[i], target_pos[i], w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis,
-            revolute, cols, tip_rot[0], tip_pos[0],
+            x, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis,
+            revolute, cols, scale, offset, tip_rot, tip_pos,
         )  # fmt: skip
         y, _ok = damped_solve(jac, e, w, mu[i] * err + f(floor), ones, vecq(), 0)
         for a in range(dof):
@@ -109,10 +113,10 @@ def warp_step_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
 
 def warp_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """A recorded launch of the warp step over the given (bound once) tensors."""
-    kernel = warp_step_kernel(robot.dof, robot._chain_cols.numel(), robot.dtype)
+    kernel = warp_step_kernel(Layout.of(robot), robot.dtype)
     _, _, vec3, _, mat33 = warp_types(robot.dtype)
-    chain = Slots(robot, 0).chain_arrays()[:10]  # the engine's views of the chain, up to the tip
-    rot, pos = target[:, :3, :3].contiguous(), target[:, :3, 3].contiguous()
+    chain = Slots(robot, 0).chain_arrays()[:12]  # the engine's views of the chain, up to the tip
+    rot, pos = target[:, None, :3, :3].contiguous(), target[:, None, :3, 3].contiguous()
     inputs = [
         wp.from_torch(q), wp.from_torch(rot, dtype=mat33), wp.from_torch(pos, dtype=vec3), wp.from_torch(mu),
         *chain, wp.from_torch(dq), wp.from_torch(cost),

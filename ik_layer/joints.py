@@ -6,6 +6,10 @@ and prismatic joints), and folded into the fixed placements by ``pinocchio.build
 ``active_joints`` names the moving joints instead. Only moving joints need a supported type
 (revolute, continuous or prismatic).
 
+Every end-effector frame needs a moving joint between the base and it, except with a floating base: the
+free-flyer moves every frame, so a frame fixed to the base (the base link itself) is an end-effector too.
+A floating-base robot still needs one moving joint at least (a robot of the base alone is refused).
+
 Mimic joints (``q_m = multiplier * q_leader + offset``, from a URDF's ``<mimic>``) are never
 coordinates: one whose leader moves stays in the reduced model and follows it (a mimic joint on a
 chain makes its leader move, even off the chain); one whose leader is locked is locked at the value
@@ -61,13 +65,16 @@ def select_joints(
     mimic: Mapping[str, Mimic] | None = None,
     active_joints: Sequence[str] | None = None,
     locked: Mapping[str, float] | None = None,
+    *,
+    floating_base: bool = False,
 ) -> JointSelection:
     """The joints a robot on ``model`` moves towards ``ee_frames`` (see the module docstring).
 
     ``ee_frames`` None picks one frame: the end of the longest chain of joints the robot can move (ties:
-    the last such frame of the model; never one below a mimic joint). Raises FrameNotFound, JointNotFound,
-    UnsupportedModelError (a moving joint of an unsupported type, or no moving joint under a frame) or
-    IKLayerError (arguments).
+    the last such frame of the model; never one below a mimic joint). ``floating_base``: whether a
+    free-flyer will carry ``model`` (frames fixed to the base are then end-effectors too). Raises FrameNotFound,
+    JointNotFound, UnsupportedModelError (a moving joint of an unsupported type, no moving joint under a frame
+    of a fixed base, or no moving joint at all) or IKLayerError (arguments).
     """
     mimic = {n: m for n, m in (mimic or {}).items() if model.existJointName(n) and model.existJointName(m.leader)}
     reference = _reference(model, locked or {}, mimic)
@@ -90,8 +97,14 @@ def select_joints(
         reason = _unsupported(model, j)
         if reason:
             raise UnsupportedModelError(f"joint {model.names[j]!r} {reason}; lock it or choose another ee_frame")
+    if floating_base and not active:
+        raise UnsupportedModelError(
+            f"no joint of {model.name!r} moves: end-effector frames {list(ee_frames)} are fixed to the floating "
+            "base; add a frame below a moving joint, or name joints in active_joints"
+        )
     for name, chain in chains.items():
-        _check_moves(model, name, chain, active, frames)
+        if not floating_base:
+            _check_moves(model, name, chain, active, frames)
     lock = [j for j in range(1, model.njoints) if j not in active]
     return JointSelection(tuple(ee_frames), _reduced(model, lock, reference), reference, followers)
 

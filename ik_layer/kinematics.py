@@ -181,7 +181,7 @@ class Robot(nn.Module):
         if not isinstance(floating_base, bool):
             raise IKLayerError(f"floating_base must be True or False, got {floating_base!r}")
         frames = _frame_names(ee_frame, ee_frames)
-        selection = select_joints(model, frames, mimic_joints, active_joints, locked)
+        selection = select_joints(model, frames, mimic_joints, active_joints, locked, floating_base=floating_base)
         self.floating_base = floating_base
         add_base = with_free_flyer if floating_base else lambda m: m
         self.full_model, self.model = add_base(model), add_base(selection.model)
@@ -225,13 +225,6 @@ class Robot(nn.Module):
     def device(self) -> torch.device:
         """Device of the robot's tensors."""
         return self.lower.device
-
-    @property
-    def engine_supported(self) -> bool:
-        """Whether the fused engine kernel solves for this robot: one end-effector frame, no mimic joints and
-        a fixed base. :func:`ik_layer.solve` runs the others on the eager reference solver.
-        """
-        return self.ee_frames is None and not self.mimic and not self.floating_base
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -491,9 +484,13 @@ def _frames_buffers(
 ) -> dict[str, Tensor]:
     """Constants of the chains to ``frames`` for :func:`chain_kinematics` and their couplings (``_chain_cols``,
     ``_chain_scale``, ``_chain_offset``): the first frame's, or all stacked on a leading frame dimension, each
-    chain padded to the longest one."""
+    chain padded to the longest one.
+
+    A frame fixed to the base (a floating base's own link) has an empty chain: its placement is its tip. Chains
+    keep one entry at least (the engine's kernel needs one): if every chain is empty, one still entry each.
+    """
     chains = [_frame_chain(model, f) for f in frames]
-    length = max(len(chain) for chain, _ in chains)
+    length = max(1, *(len(chain) for chain, _ in chains))
     per_frame = [
         {k: _pad(v, k, length) for k, v in _chain_buffers(model, chain, placement).items()}
         | {f"_chain{k}": v for k, v in _coupling(chain, sources, length).items()}
@@ -505,7 +502,8 @@ def _frames_buffers(
 
 
 def _frame_chain(model: pin.Model, frame: str) -> tuple[list[int], pin.SE3]:
-    """Joints from the base to ``frame`` (root first) and the frame's placement in the last one."""
+    """Joints from the base to ``frame`` (root first) and the frame's placement in the last one (in the base if
+    no joint moves the frame: the chain is then empty)."""
     placement = model.frames[frame_id(model, frame)]
     return [j for j in model.supports[placement.parentJoint] if j != 0], placement.placement
 
@@ -541,7 +539,8 @@ def _coupling(joints: list[int], sources: Mapping[int, _Source], length: int | N
 
 
 def _pad(x: Tensor, key: str, length: int) -> Tensor:
-    """Chain constant ``x`` (n, ...) padded to ``length`` joints that do not move (identity placements)."""
+    """Chain constant ``x`` (n, ...) padded to ``length`` joints that do not move (identity placements, zero axes,
+    not revolute); n may be 0."""
     pad = length - x.shape[0]
     if key == "_tip" or pad == 0:
         return x
@@ -638,7 +637,8 @@ def load_robot(
     Raises:
         RobotNotFound: neither a built-in name, XML text nor an existing file.
         UnsupportedModelError: a model the parser refuses (its reason included), a moving joint of an
-            unsupported type (planar, spherical, ...), or no moving joint under an end-effector frame.
+            unsupported type (planar, spherical, ...), no moving joint under an end-effector frame (a fixed
+            base; with a floating base, frames fixed to the base are end-effectors), or no moving joint at all.
         FrameNotFound, JointNotFound: ``ee_frame`` or a joint name is not in the model (the message lists them).
         DTypeError, DeviceError: unsupported ``dtype``; malformed or unavailable ``device``.
         IKLayerError: arguments of the wrong type; a xacro file without the xacro package.

@@ -5,6 +5,7 @@ and the weights): one LM over all of them. A target succeeds when every frame is
 
 A floating base (:mod:`ik_layer.floating`) moves on SE(3): each step is a tangent ``dq`` (dof) applied by
 :meth:`Robot.integrate` (the base by the exponential map, the joints additively); limits bound the joints.
+A posture pulls and ranks the joints only: the base goes where the frames take it.
 
 All targets and their seeds are solved as one batch of rows laid out as
 ``(targets, seeds, nq)``. Every ``check_every`` iterations the loop syncs with
@@ -22,8 +23,9 @@ import torch
 from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.floating import BASE_NQ
 from ik_layer.kinematics import Robot
-from ik_layer.lie import pose_error
+from ik_layer.lie import matrix_to_quaternion, pose_error
 from ik_layer.options import SolveOptions
 
 __all__ = ["IKResult", "Problem", "solve_reference"]
@@ -86,7 +88,7 @@ class Problem:
 
     Attributes:
         batch: the targets' batch shape ``(...)``.
-        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6); warm_start, posture: (n, nq) or None.
+        target: (n, [F,] 4, 4) ``T_base_ee`` targets; weights: (n, [F,] 6); warm_start, posture: (n, nq) or None.
         options: the resolved solver options.
     """
 
@@ -116,8 +118,6 @@ class Problem:
         if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
         robot.check_generator(generator)
-        if posture is not None and robot.floating_base:
-            raise IKLayerError("posture is not supported for floating-base robots yet; use warm_start")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
@@ -177,11 +177,27 @@ class _Problem:
 
     def seeds(self, rows: Tensor, num_seeds: int, q_ref: Tensor | None) -> Tensor:
         """First configurations (A, S, nq) of ``rows``: the warm start, then the posture, then random ones."""
-        q = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
+        q = self.random_starts(rows, num_seeds)
         firsts = [x[rows] for x in (q_ref, self.posture) if x is not None]
         for k, first in enumerate(firsts[:num_seeds]):
             q[:, k] = self.robot.wrap(first)
         return q
+
+    def random_starts(self, rows: Tensor, num_seeds: int) -> Tensor:
+        """Random configurations (A, S, nq) for ``rows``: joints uniform in the limits (:meth:`Robot.random_q`), a
+        floating base placed where the first frame meets its target (its pose if that frame weighs a rotation
+        axis, else its position, the base's orientation the identity)."""
+        q = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
+        if not self.robot.floating_base:
+            return q
+        first = self.robot.kinematics(q, jacobian=False)[0]  # the base at the origin: poses in the base frame
+        first = first if self.robot.ee_frames is None else first[..., 0, :, :]
+        goal = self.target[rows].reshape(rows.shape[0], -1, 4, 4)[:, None, 0]
+        turns = (self.weights[rows, 3:6] > 0).any(-1)[:, None, None, None]
+        upright = torch.eye(3, dtype=q.dtype, device=q.device).expand_as(first[..., :3, :3])
+        rot = torch.where(turns, goal[..., :3, :3] @ first[..., :3, :3].transpose(-1, -2), upright)
+        pos = goal[..., :3, 3] - (rot @ first[..., :3, 3:]).squeeze(-1)
+        return torch.cat((pos, matrix_to_quaternion(rot), q[..., BASE_NQ:]), -1)
 
     def run(self, q_ref: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """Solve every target; per target: best q, success, errors and iterations used."""
@@ -208,7 +224,7 @@ class _Problem:
             stalled = slow | (state.age >= restart_after) | (state.mu >= _MU_MAX)
             if bool(stalled.any()):
                 # Restarts are random: restarting at the posture would replay the trajectory that stalled.
-                fresh = self.robot.random_q((rows.shape[0], num_seeds), generator=self.generator)
+                fresh = self.random_starts(rows, num_seeds)
                 state = state.restart(self, rows, stalled, fresh)
         success = self.done_at >= 0
         iters = torch.where(success, self.done_at, torch.full_like(self.done_at, iteration))
@@ -225,7 +241,7 @@ class _Problem:
         score = self.score(state.e, rows)
         rank = score
         if self.posture is not None:
-            dist = (state.q - self.posture[rows, None]).norm(dim=-1)
+            dist = _joints(self.robot, state.q - self.posture[rows, None]).norm(dim=-1)
             rank = torch.where(score <= 1, dist / (1 + dist), score)
         best_rank, best_seed = rank.min(dim=1)
         improve = (self.done_at[rows] < 0) & (best_rank < self.best_rank[rows])
@@ -262,7 +278,10 @@ class _LMState:
         floor = max(_LAMBDA_MIN, _EPS_FLOOR * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
-        pull = None if problem.posture is None else _POSTURE_GAIN * (problem.posture[rows, None] - self.q)
+        pull = None
+        if problem.posture is not None:  # the joints only: a floating base follows the frames
+            joints = _POSTURE_GAIN * _joints(robot, problem.posture[rows, None] - self.q)
+            pull = torch.cat((joints.new_zeros(*joints.shape[:-1], robot.dof - joints.shape[-1]), joints), -1)
         dq, info = _damped_step(self.jac, self.e, w, damping, pull)
         blocked, dq_blocked = _at_limits(robot, self.q, dq)
         e_rest = self.e - (self.jac @ dq_blocked[..., None]).squeeze(-1)
@@ -299,6 +318,11 @@ class _LMState:
             mu=torch.where(stalled, torch.full_like(self.mu, _MU_INIT), self.mu),
             age=torch.where(stalled, torch.zeros_like(self.age), self.age),
         )
+
+
+def _joints(robot: Robot, x: Tensor) -> Tensor:
+    """The joint coordinates (..., joints) of ``x`` (..., nq): a floating base's pose left out."""
+    return x[..., x.shape[-1] - robot.lower.shape[0] :]
 
 
 def _at_limits(robot: Robot, q: Tensor, dq: Tensor) -> tuple[Tensor, Tensor]:

@@ -3,10 +3,10 @@
 The engine (:mod:`ik_layer.engine`: one warp kernel per block of LM iterations over a pool of
 slots, more seeds only for targets that stall) is the default. The eager torch solver
 (:func:`ik_layer.solver.solve_reference`) is the readable reference the engine is tested against;
-``reference=True`` picks it. The engine's kernel solves one end-effector frame without mimic joints
-(:attr:`Robot.engine_supported`); other robots (several frames, mimic joints) always take the eager path.
-Only the engine gives up early on targets provably out of reach (:mod:`ik_layer.engine.reach`: one
-seed of ``restart_after`` iterations); the eager path spends the whole budget on them.
+``reference=True`` picks it. Both solve every robot the library loads: several end-effector frames,
+mimic joints and a floating base included. Only the engine gives up early on targets provably out of
+reach (:mod:`ik_layer.engine.reach`: one seed of ``restart_after`` iterations); the eager path spends
+the whole budget on them.
 """
 
 from __future__ import annotations
@@ -58,11 +58,10 @@ def solve(
             ((..., F, 6) per frame with F frames: zero rotation weights make a frame position-only);
             a zero weight drops that axis from the cost and from the reported errors.
         posture: optional preferred configuration (nq,) or (..., nq): pulled towards in the
-            Jacobian's null space, used as a seed, and preferred among successful seeds (not with a
-            floating base).
+            Jacobian's null space, used as a seed, and preferred among successful seeds (the joints
+            only: with a floating base the base goes where the frames take it).
         generator: random generator of the seeds, on the robot's device (reproducible results).
-        reference: run the eager torch reference path instead of the fused engine (always taken for
-            robots the engine does not support, see :attr:`Robot.engine_supported`).
+        reference: run the eager torch reference path instead of the fused engine.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -72,7 +71,7 @@ def solve(
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
-    if reference or (isinstance(robot, Robot) and not robot.engine_supported):
+    if reference:
         return solve_reference(
             robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
             **option_changes,

@@ -20,6 +20,7 @@ import torch
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Slots, lm_block_kernel, solve_with_kernel
+from ik_layer.engine.kernel import Layout
 from ik_layer.lie import pose_error
 from ik_layer.solver import _MU_INIT, _LMState, _Problem
 
@@ -466,13 +467,17 @@ def test_readmitted_slot_drops_its_posture() -> None:
         assert torch.equal(getattr(fresh, field), getattr(reused, field)), field
 
 
-def test_kernel_is_cached_per_shape_and_dtype() -> None:
-    assert lm_block_kernel(7, 7, F64) is lm_block_kernel(7, 7, F64)
-    assert lm_block_kernel(7, 7, F64) is not lm_block_kernel(7, 7, F32)
-    with pytest.raises(ValueError):
-        lm_block_kernel(3, 4, F64)
+def test_kernel_is_cached_per_layout_and_dtype() -> None:
+    arm = Layout(frames=1, length=7, joints=7)
+    assert lm_block_kernel(arm, F64) is lm_block_kernel(Layout(1, 7, 7), F64)
+    assert lm_block_kernel(arm, F64) is not lm_block_kernel(arm, F32)
+    assert Layout.of(builtin("panda", F64)) == arm
+    assert (Layout(4, 3, 12, floating=True).nq, Layout(4, 3, 12, floating=True).dof) == (19, 18)
+    for bad in ((0, 1, 1), (1, 0, 1), (1, 1, 0), (1.0, 1, 1)):
+        with pytest.raises(ValueError):
+            Layout(*bad)
     with pytest.raises(TypeError):
-        lm_block_kernel(3, 3, torch.float16)
+        lm_block_kernel(arm, torch.float16)
 
 
 def test_admitting_a_slice_of_slots_equals_admitting_their_indices() -> None:

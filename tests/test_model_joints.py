@@ -7,11 +7,13 @@ here: the solver on the reduced problem, locked joints held, and the arguments' 
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import pytest
 import torch
 
 import ik_layer
 from ik_layer import IKLayerError, JointNotFound, UnsupportedModelError
+from ik_layer.joints import select_joints
 
 TALOS = "talos_data/robots/talos_reduced.urdf"
 TORSO = {"torso_1_joint": 0.3, "torso_2_joint": -0.2}
@@ -101,3 +103,39 @@ def test_locked_continuous_joint_holds_cos_and_sin(tiny_urdf):
     q_full = robot.to_full_pinocchio_q(torch.zeros(robot.dof, dtype=torch.float64))
     idx = robot.full_model.joints[robot.full_model.getJointId("j_cont")].idx_q
     torch.testing.assert_close(q_full[idx : idx + 2], torch.tensor([np.cos(2.0), np.sin(2.0)], dtype=torch.float64))
+
+
+def test_frames_fixed_to_a_floating_base(tiny_urdf):
+    """With a floating base, a frame with no joint above it (the base link) is an end-effector; the free-flyer
+    moves it. A fixed base still refuses it, and so does a floating base with no moving joint at all."""
+    model = pin.buildModelFromUrdf(str(tiny_urdf))
+    tool_chain = ["j_cont", "j_off", "j_prism", "j_neg", "j_cont_off"]
+    with pytest.raises(UnsupportedModelError, match="no joint moves between the base and 'base'; frames with"):
+        select_joints(model, ["base", "tool"])
+    selection = select_joints(model, ["base", "tool"], floating_base=True)
+    assert list(selection.model.names[1:]) == tool_chain and selection.ee_frames == ("base", "tool")
+    with pytest.raises(UnsupportedModelError, match=r"no joint of 'tiny' moves: end-effector frames \['base'\]"):
+        select_joints(model, ["base"], floating_base=True)
+    locked = dict.fromkeys([*tool_chain, "j_side"], 0.0)
+    with pytest.raises(UnsupportedModelError, match="no joint of 'tiny' moves"):
+        select_joints(model, ["tool"], locked=locked, floating_base=True)
+
+
+def test_frame_rigid_on_a_floating_base_follows_the_base(tiny_urdf, rng):
+    """Every joint above ``tool`` locked: the floating base carries it rigidly, as Pinocchio places it."""
+    locked = {"j_cont": 0.4, "j_off": -0.3, "j_prism": 0.1, "j_neg": 0.2, "j_cont_off": 1.0}
+    robot = ik_layer.load_robot(
+        tiny_urdf, ee_frames=["tool"], active_joints=["j_side"], locked=locked, floating_base=True
+    )
+    assert robot.joint_names == ["j_side"] and (robot.nq, robot.dof) == (8, 7)
+    q = robot.random_q((5,), generator=rng)
+    q[:, :3] = torch.randn(5, 3, generator=rng, dtype=q.dtype)
+    q[:, 3:7] = torch.nn.functional.normalize(torch.randn(5, 4, generator=rng, dtype=q.dtype), dim=-1)
+    pose, jac = robot.fk_jacobian(q)
+    full, data = robot.full_model, robot.full_model.createData()
+    tool, cols = full.getFrameId("tool"), [*range(6), full.joints[full.getJointId("j_side")].idx_v]
+    for i, q_full in enumerate(robot.to_full_pinocchio_q(q).numpy()):
+        pin.framesForwardKinematics(full, data, q_full)
+        np.testing.assert_allclose(pose[i, 0].numpy(), data.oMf[tool].homogeneous, atol=1e-12, rtol=0)
+        ref = pin.computeFrameJacobian(full, data, q_full, tool, pin.LOCAL_WORLD_ALIGNED)
+        np.testing.assert_allclose(jac[i, 0].numpy(), ref[:, cols], atol=1e-12, rtol=0)  # base twist, j_side (zero)

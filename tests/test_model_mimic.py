@@ -81,7 +81,6 @@ def coupled() -> ik_layer.Robot:
 def test_mimic_joints_are_not_coordinates(coupled):
     assert coupled.joint_names == ["j1", "j3", "j7"]
     assert coupled.mimic == {"j2": Mimic("j1", -2.0, 0.3), "j4": Mimic("j3", 0.5, 0.01), "j6": Mimic("j1", 1.5, -0.2)}
-    assert not coupled.engine_supported
 
 
 def test_fk_and_jacobian_equal_pinocchios_mimic_model(coupled, rng):

@@ -5,26 +5,34 @@ One launch advances every RUNNING slot by up to ``block`` iterations of the eage
 the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for one seed per slot:
 
 1. at the block start: forward kinematics, Jacobian (``LOCAL_WORLD_ALIGNED``, rows [linear;
-   angular]) and error ``e = [p_t - p; log(R_t R^T)]`` at ``q``; a slot that meets its tolerances
-   before its first iteration is SOLVED with 0 iterations;
+   angular] per end-effector frame) and error ``e = [p_t - p; log(R_t R^T)]`` per frame at ``q``; a
+   slot that meets its tolerances before its first iteration is SOLVED with 0 iterations;
 2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by Cholesky, one
-   active-set pass for the joints it pushes past a limit, the candidate ``wrap(q + dq)``; a slot with a
-   posture adds ``pull - (H + damping I)^-1 H pull``, ``pull = 0.1 (posture - q)``, to both solves
-   (``ik_layer.solver._damped_step``: the pull projected on the Jacobian's null space);
+   active-set pass for the joints it pushes past a limit, the candidate ``wrap(integrate(q, dq))``; a
+   slot with a posture adds ``pull - (H + damping I)^-1 H pull``, ``pull = 0.1 (posture - q)`` over the
+   joints, to both solves (``ik_layer.solver._damped_step``: the pull projected on the null space);
 3. the candidate is kept iff it lowers the cost (``mu *= 0.3``), else ``mu *= 4``;
-4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes: <= 1 is SOLVED, else the
-   slot keeps its best configuration so far; ``best_score`` holds the rank of ``_Problem._record``:
-   the score, or ``d / (1 + d)`` (``d = |q - posture|``) for a success with a posture, so that among
-   seeds of one target solved together the closest to the posture ranks first;
+4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
+   SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
+   ``_Problem._record``: the score, or ``d / (1 + d)`` (``d`` the joints' distance to the posture) for a
+   success with a posture, so that among seeds of one target solved together the closest ranks first;
 5. every ``check_every`` iterations a slot that progressed too little, ran ``restart_after``
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
 
+The robot's shape (:class:`Layout`) is compiled in: F end-effector frames, each reached by a chain of
+``length`` entries (shorter chains padded with still ones), ``joints`` coordinates, and optionally a
+floating base (``q = [x, y, z, qx, qy, qz, qw, joints]``, tangent ``[base twist in the base frame,
+joints]``, steps applied on SE(3) as :func:`ik_layer.floating.integrate_base`). Each chain entry moves
+with ``q[col] * scale + offset``: a mimic joint follows its leader's coordinate, and its Jacobian
+column adds to the leader's, times ``scale``.
+
 A slot's first launch after :meth:`~ik_layer.engine.slots.Slots.admit` starts it: its best
 configuration, errors and age are reset there and its restart RNG is seeded with
 ``wp.rand_init(rng_seed, rng)`` (``rng`` holds the stream offset until then). A slot admitted
-without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers
-of its restart stream (``random_start`` becomes 2: drawn, stream seeded).
+without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers of its
+restart stream (``random_start`` becomes 2: drawn, stream seeded). A floating base starts and restarts
+where the first frame meets its target (:meth:`ik_layer.solver._Problem.random_starts`).
 
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
@@ -34,11 +42,14 @@ compiles for the CPU and for CUDA.
 # No `from __future__ import annotations`: warp reads the kernels' annotations as live types.
 import functools
 import math
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
 import warp as wp
 
+from ik_layer.floating import BASE_NQ, BASE_NV
+from ik_layer.kinematics import Robot
 from ik_layer.solver import (
     _EPS_FLOOR,
     _LAMBDA_MIN,
@@ -58,6 +69,7 @@ __all__ = [
     "EXHAUSTED",
     "RUNNING",
     "SOLVED",
+    "Layout",
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
@@ -71,6 +83,48 @@ EXHAUSTED = 2  # used its whole budget without success; best_q is the lowest-sco
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
 
 _WARP_FLOAT = {torch.float32: wp.float32, torch.float64: wp.float64}
+_SMALL_ANGLE_SQ = 1e-8  # as ik_layer.floating: below this squared angle, series replace the closed forms
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the kernel compiles in about a robot.
+
+    Attributes:
+        frames: end-effector frames F (the residual has 6F rows).
+        length: chain entries per frame (each frame's chain padded to the longest).
+        joints: joint coordinates (limits, continuous flags).
+        floating: whether a free-flyer base leads the configuration.
+    """
+
+    frames: int
+    length: int
+    joints: int
+    floating: bool = False
+
+    def __post_init__(self) -> None:
+        ints = (self.frames, self.length, self.joints)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ints) or not isinstance(self.floating, bool):
+            raise ValueError(f"a layout takes three ints and a bool, got {self}")
+        if self.frames < 1 or self.length < 1 or self.joints < 1:
+            raise ValueError(f"a layout needs at least one frame, chain entry and joint, got {self}")
+
+    @property
+    def nq(self) -> int:
+        """Size of a configuration."""
+        return self.joints + (BASE_NQ if self.floating else 0)
+
+    @property
+    def dof(self) -> int:
+        """Size of a tangent (Jacobian columns)."""
+        return self.joints + (BASE_NV if self.floating else 0)
+
+    @staticmethod
+    def of(robot: Robot) -> "Layout":
+        """The layout of ``robot``'s chain buffers."""
+        cols = robot._chain_cols
+        frames = 1 if robot.ee_frames is None else len(robot.ee_frames)
+        return Layout(frames, cols.shape[-1], int(robot.lower.shape[0]), robot.floating_base)
 
 
 def damping_floor(dtype: torch.dtype) -> float:
@@ -88,19 +142,23 @@ def warp_types(dtype: torch.dtype) -> tuple[type, type, type, type, type]:
 
 
 @functools.cache
-def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
-    """The warp functions of one LM step for ``dof`` coordinates, ``joints`` chain joints and ``dtype`` floats.
+def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
+    """The warp functions of one LM step for a robot of ``layout`` and ``dtype`` floats.
 
     ``so3_log``, ``evaluate`` (error, Jacobian, weighted cost at q), ``errors_of``, ``score_of``,
-    ``damped_solve``, ``rank_of`` and ``wrap``; :func:`lm_block_kernel` is built from them, and so is the
-    bake-off's one-step kernel (``bench/kernel_bakeoff.py``).
+    ``damped_solve``, ``integrate``, ``neutral``, ``rank_of`` and ``wrap``; :func:`lm_block_kernel` is built from
+    them, and so is the bake-off's one-step kernel (``bench/kernel_bakeoff.py``).
     """
-    if not (isinstance(dof, int) and isinstance(joints, int) and 1 <= joints <= dof):
-        raise ValueError(f"need 1 <= joints <= dof, got dof={dof}, joints={joints}")
-    f, vec2, vec3, vec6, mat33 = warp_types(dtype)
-    vecq = wp.types.vector(dof, f)
-    jac_t = wp.types.matrix((6, dof), f)
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout must be a Layout, got {type(layout).__name__}")
+    f, vec2, vec3, _, mat33 = warp_types(dtype)
+    frames, length, joints, floating = layout.frames, layout.length, layout.joints, layout.floating
+    nq, dof, rows = layout.nq, layout.dof, 6 * layout.frames
+    bq, bv = nq - joints, dof - joints  # where the joints start in q and in a tangent
+    vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(rows, f)
+    jac_t = wp.types.matrix((rows, dof), f)
     hess_t = wp.types.matrix((dof, dof), f)
+    chain_t = wp.types.matrix((3, length), f)
     pi, two_pi = math.pi, 2 * math.pi
 
     @wp.func
@@ -129,11 +187,66 @@ def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
         return a * theta
 
     @wp.func
+    def base_pose(q: vecq):
+        """Rotation and position of the base in the world: the unit quaternion of ``q`` (identity without a
+        floating base), as ``lie._unit_quaternion_to_matrix``."""
+        rot = wp.identity(3, f)
+        pos = vec3()
+        if wp.static(floating):
+            n = wp.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
+            x = q[3] / n
+            y = q[4] / n
+            z = q[5] / n
+            w = q[6] / n
+            rot = mat33(
+                f(1.0) - f(2.0) * (y * y + z * z), f(2.0) * (x * y - w * z), f(2.0) * (x * z + w * y),
+                f(2.0) * (x * y + w * z), f(1.0) - f(2.0) * (x * x + z * z), f(2.0) * (y * z - w * x),
+                f(2.0) * (x * z - w * y), f(2.0) * (y * z + w * x), f(1.0) - f(2.0) * (x * x + y * y),
+            )  # fmt: skip
+            pos = vec3(q[0], q[1], q[2])
+        return rot, pos
+
+    @wp.func
+    def chain_pose(
+        q: vecq,
+        fr: int,
+        place_rot: wp.array(dtype=mat33),
+        place_rot_k: wp.array(dtype=mat33),
+        place_rot_k2: wp.array(dtype=mat33),
+        place_pos: wp.array(dtype=vec3),
+        slide: wp.array(dtype=vec3),
+        axis: wp.array(dtype=vec3),
+        cols: wp.array(dtype=wp.int32),
+        scale: wp.array(dtype=f),
+        offset: wp.array(dtype=f),
+        tip_rot: wp.array(dtype=mat33),
+        tip_pos: wp.array(dtype=vec3),
+    ):
+        """Rotation and position of frame ``fr`` in the base frame at ``q``, and per chain entry its axis and
+        origin (columns of two 3 x length matrices), as ``kinematics.chain_kinematics``."""
+        rot = wp.identity(3, f)
+        pos = vec3()
+        axes = chain_t()
+        origins = chain_t()
+        for j in range(length):
+            x = fr * length + j
+            qj = q[bq + cols[x]] * scale[x] + offset[x]
+            local = place_rot[x] + wp.sin(qj) * place_rot_k[x] + (f(1.0) - wp.cos(qj)) * place_rot_k2[x]
+            pos = pos + rot * (place_pos[x] + qj * slide[x])
+            rot = rot * local
+            a = rot * axis[x]
+            for k in range(3):
+                axes[k, j] = a[k]
+                origins[k, j] = pos[k]
+        return rot * tip_rot[fr], pos + rot * tip_pos[fr], axes, origins
+
+    @wp.func
     def evaluate(
         q: vecq,
-        target_rot: mat33,
-        target_pos: vec3,
-        w: vec6,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
         place_rot: wp.array(dtype=mat33),
         place_rot_k: wp.array(dtype=mat33),
         place_rot_k2: wp.array(dtype=mat33),
@@ -142,78 +255,108 @@ def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
         axis: wp.array(dtype=vec3),
         revolute: wp.array(dtype=wp.int32),
         cols: wp.array(dtype=wp.int32),
-        tip_rot: mat33,
-        tip_pos: vec3,
+        scale: wp.array(dtype=f),
+        offset: wp.array(dtype=f),
+        tip_rot: wp.array(dtype=mat33),
+        tip_pos: wp.array(dtype=vec3),
     ):
-        """Error (6), Jacobian (6, dof) and weighted cost at ``q``, as ``solver._evaluate``."""
-        rot = wp.identity(3, f)
-        pos = vec3()
-        jac = jac_t()  # coordinates off the chain keep zero columns
-        origins = jac_t()  # rows 0-2: the joint origins, per coordinate
-        for j in range(joints):
-            c = cols[j]
-            qj = q[c]
-            local = place_rot[j] + wp.sin(qj) * place_rot_k[j] + (f(1.0) - wp.cos(qj)) * place_rot_k2[j]
-            pos = pos + rot * (place_pos[j] + qj * slide[j])
-            rot = rot * local
-            axis_world = rot * axis[j]
-            for k in range(3):
-                jac[3 + k, c] = axis_world[k]
-                origins[k, c] = pos[k]
-        tip_p = pos + rot * tip_pos
-        for j in range(joints):
-            c = cols[j]
-            axis_world = vec3(jac[3, c], jac[4, c], jac[5, c])
-            linear = axis_world
-            if revolute[j] != 0:
-                linear = wp.cross(axis_world, tip_p - vec3(origins[0, c], origins[1, c], origins[2, c]))
-            else:
+        """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
+        ``solver._evaluate``."""
+        base_rot, base_pos = base_pose(q)
+        jac = jac_t()  # coordinates off a frame's chain keep zero columns in its rows
+        e = vecr()
+        for fr in range(frames):
+            tip_r, tip_p, axes, origins = chain_pose(
+                q, fr, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols, scale, offset, tip_rot,
+                tip_pos,
+            )  # fmt: skip
+            for j in range(length):
+                x = fr * length + j
+                c = bv + cols[x]
+                a = vec3(axes[0, j], axes[1, j], axes[2, j])
+                linear = a
+                angular = vec3()
+                if revolute[x] != 0:
+                    linear = wp.cross(a, tip_p - vec3(origins[0, j], origins[1, j], origins[2, j]))
+                    angular = a
+                linear = base_rot * linear * scale[x]
+                angular = base_rot * angular * scale[x]
                 for k in range(3):
-                    jac[3 + k, c] = f(0.0)
+                    jac[6 * fr + k, c] = jac[6 * fr + k, c] + linear[k]
+                    jac[6 * fr + 3 + k, c] = jac[6 * fr + 3 + k, c] + angular[k]
+            if wp.static(floating):  # the base twist [v; w] in the base frame: [R, -R [p]x; 0, R]
+                for b in range(3):
+                    unit = vec3()
+                    unit[b] = f(1.0)
+                    moment = base_rot * wp.cross(unit, tip_p)
+                    for k in range(3):
+                        jac[6 * fr + k, b] = base_rot[k, b]
+                        jac[6 * fr + k, 3 + b] = moment[k]
+                        jac[6 * fr + 3 + k, 3 + b] = base_rot[k, b]
+            dp = target_pos[i, fr] - (base_rot * tip_p + base_pos)
+            dr = so3_log(target_rot[i, fr] * wp.transpose(base_rot * tip_r))
             for k in range(3):
-                jac[k, c] = linear[k]
-        dp = target_pos - tip_p
-        dr = so3_log(target_rot * wp.transpose(rot * tip_rot))
-        e = vec6(dp[0], dp[1], dp[2], dr[0], dr[1], dr[2])
+                e[6 * fr + k] = dp[k]
+                e[6 * fr + 3 + k] = dr[k]
         cost = f(0.0)
-        for k in range(6):
+        for k in range(rows):
             cost = cost + w[k] * e[k] * e[k]
         return e, jac, cost
 
     @wp.func
-    def errors_of(e: vec6, w: vec6) -> vec2:
-        """Position [m] and orientation [rad] error norms over the weighted axes."""
-        pos = f(0.0)
-        ori = f(0.0)
-        for k in range(3):
-            if w[k] > f(0.0):
-                pos = pos + e[k] * e[k]
-            if w[3 + k] > f(0.0):
-                ori = ori + e[3 + k] * e[3 + k]
-        return vec2(wp.sqrt(pos), wp.sqrt(ori))
+    def errors_of(e: vecr, w: vecr) -> vec2:
+        """Position [m] and orientation [rad] error norms over the weighted axes, the worst frame's."""
+        worst = vec2()
+        for fr in range(frames):
+            pos = f(0.0)
+            ori = f(0.0)
+            for k in range(3):
+                p, r = 6 * fr + k, 6 * fr + 3 + k
+                if w[p] > f(0.0):
+                    pos = pos + e[p] * e[p]
+                if w[r] > f(0.0):
+                    ori = ori + e[r] * e[r]
+            worst = vec2(wp.max(worst[0], wp.sqrt(pos)), wp.max(worst[1], wp.sqrt(ori)))
+        return worst
 
     @wp.func
-    def score_of(e: vec6, w: vec6, tolerance: vec2) -> f:
+    def score_of(e: vecr, w: vecr, tolerance: vec2) -> f:
         """Error over tolerance, on the weighted axes: ``max(|e_p| / tol_p, |e_r| / tol_o)``; <= 1 is success."""
         err = errors_of(e, w)
         return wp.max(err[0] / tolerance[0], err[1] / tolerance[1])
 
     @wp.func
-    def damped_solve(jac: jac_t, e: vec6, w: vec6, damping: f, free: vecq, pull: vecq, use_pull: wp.int32):
+    def substitute(low: hess_t, b: vect) -> vect:
+        """``(L L^T)^-1 b`` for the Cholesky factor ``L`` held in the lower triangle of ``low``."""
+        y = b
+        for a in range(dof):
+            t = y[a]
+            for c in range(a):
+                t = t - low[a, c] * y[c]
+            y[a] = t / low[a, a]
+        for a in range(dof - 1, -1, -1):
+            t = y[a]
+            for c in range(a + 1, dof):
+                t = t - low[c, a] * y[c]
+            y[a] = t / low[a, a]
+        return y
+
+    @wp.func
+    def damped_solve(jac: jac_t, e: vecr, w: vecr, damping: f, free: vect, pull: vect, use_pull: wp.int32):
         """``(H + damping I)^-1 J_f^T W e`` with ``H = J_f^T W J_f``, ``J_f`` the columns where ``free`` is 1
         (the others 0), by Cholesky, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
         ``solver._damped_step``); and 1 if every pivot was positive, else 0 (a rejected step)."""
         h = hess_t()
-        y = vecq()
-        z = vecq()  # H pull, then its damped solve
+        y = vect()
+        z = vect()  # H pull, then its damped solve
         for a in range(dof):
             t = f(0.0)
-            for k in range(6):
+            for k in range(rows):
                 t = t + jac[k, a] * w[k] * e[k]
             y[a] = t * free[a]
             for b in range(a + 1):
                 s = f(0.0)
-                for k in range(6):
+                for k in range(rows):
                     s = s + jac[k, a] * w[k] * jac[k, b]
                 h[a, b] = s * free[a] * free[b]
         if use_pull != 0:
@@ -227,7 +370,7 @@ def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
         for a in range(dof):
             h[a, a] = h[a, a] + damping
         ok = wp.int32(1)
-        for a in range(dof):  # lower triangle in place
+        for a in range(dof):  # the Cholesky factor, in place in the lower triangle
             s = h[a, a]
             for b in range(a):
                 s = s - h[a, b] * h[a, b]
@@ -241,37 +384,106 @@ def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
                 for b in range(a):
                     t = t - h[r, b] * h[a, b]
                 h[r, a] = t / d
-        for a in range(dof):
-            t = y[a]
-            for b in range(a):
-                t = t - h[a, b] * y[b]
-            y[a] = t / h[a, a]
-        for a in range(dof - 1, -1, -1):
-            t = y[a]
-            for b in range(a + 1, dof):
-                t = t - h[b, a] * y[b]
-            y[a] = t / h[a, a]
+        y = substitute(h, y)
         if use_pull != 0:
-            for a in range(dof):
-                t = z[a]
-                for b in range(a):
-                    t = t - h[a, b] * z[b]
-                z[a] = t / h[a, a]
-            for a in range(dof - 1, -1, -1):
-                t = z[a]
-                for b in range(a + 1, dof):
-                    t = t - h[b, a] * z[b]
-                z[a] = t / h[a, a]
-            for a in range(dof):
-                y[a] = y[a] + pull[a] - z[a]
+            y = y + pull - substitute(h, z)
         return y, ok
+
+    @wp.func
+    def neutral(q: vecq) -> vecq:
+        """``q`` with a floating base at the world origin, identity orientation (as ``Robot.random_q``)."""
+        out = q
+        if wp.static(floating):
+            for a in range(6):
+                out[a] = f(0.0)
+            out[6] = f(1.0)
+        return out
+
+    @wp.func
+    def aligned(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        place_rot: wp.array(dtype=mat33),
+        place_rot_k: wp.array(dtype=mat33),
+        place_rot_k2: wp.array(dtype=mat33),
+        place_pos: wp.array(dtype=vec3),
+        slide: wp.array(dtype=vec3),
+        axis: wp.array(dtype=vec3),
+        cols: wp.array(dtype=wp.int32),
+        scale: wp.array(dtype=f),
+        offset: wp.array(dtype=f),
+        tip_rot: wp.array(dtype=mat33),
+        tip_pos: wp.array(dtype=vec3),
+    ) -> vecq:
+        """``q`` (its base at the origin) with a floating base placed where the first frame meets its target at
+        ``q``'s joints, as :meth:`ik_layer.solver._Problem.random_starts`: its pose if that frame weighs a
+        rotation axis, else its position."""
+        out = q
+        if wp.static(floating):
+            tip_r, tip_p, _, _ = chain_pose(
+                q, 0, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols, scale, offset, tip_rot,
+                tip_pos,
+            )  # fmt: skip
+            base_rot, base_pos = base_pose(q)
+            if w[3] > f(0.0) or w[4] > f(0.0) or w[5] > f(0.0):
+                base_rot = target_rot[i, 0] * wp.transpose(tip_r)
+            base_pos = target_pos[i, 0] - base_rot * tip_p
+            quat = wp.quat_from_matrix(base_rot)
+            for k in range(3):
+                out[k] = base_pos[k]
+            for k in range(4):
+                out[3 + k] = quat[k]
+        return out
+
+    @wp.func
+    def integrate(q: vecq, dq: vect) -> vecq:
+        """``q`` moved by the tangent ``dq``: the joints added, a floating base by ``exp(twist)`` in its own
+        frame with a unit quaternion (as :func:`ik_layer.floating.integrate_base`); neither wrapped nor clamped."""
+        out = q
+        for a in range(joints):
+            out[bq + a] = q[bq + a] + dq[bv + a]
+        if wp.static(floating):
+            v = vec3(dq[0], dq[1], dq[2])
+            w = vec3(dq[3], dq[4], dq[5])
+            theta_sq = wp.dot(w, w)
+            b = f(0.5) - theta_sq / f(24.0)
+            c = f(1.0) / f(6.0) - theta_sq / f(120.0)
+            half = f(0.5) - theta_sq / f(48.0)
+            cos_half = f(1.0) - theta_sq / f(8.0)
+            if theta_sq >= f(_SMALL_ANGLE_SQ):
+                theta = wp.sqrt(theta_sq)
+                b = (f(1.0) - wp.cos(theta)) / theta_sq
+                c = (theta - wp.sin(theta)) / (theta_sq * theta)
+                half = wp.sin(theta / f(2.0)) / theta
+                cos_half = wp.cos(theta / f(2.0))
+            wxv = wp.cross(w, v)
+            rot, pos = base_pose(q)
+            moved = pos + rot * (v + b * wxv + c * wp.cross(w, wxv))
+            n = wp.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
+            av = vec3(q[3], q[4], q[5]) / n
+            aw = q[6] / n
+            bw = w * half
+            qv = aw * bw + cos_half * av + wp.cross(av, bw)
+            qw = aw * cos_half - wp.dot(av, bw)
+            m = wp.sqrt(wp.dot(qv, qv) + qw * qw)
+            for k in range(3):
+                out[k] = moved[k]
+                out[3 + k] = qv[k] / m
+            out[6] = qw / m
+        return out
 
     @wp.func
     def rank_of(score: f, q: vecq, goal: vecq, use_pull: wp.int32) -> f:
         """The rank of ``solver._Problem._record``: ``score``, or for a success with a posture ``d / (1 + d)``
-        with ``d = |q - posture|`` (below 1: the closer success ranks first)."""
+        with ``d`` the joints' distance to the posture (below 1: the closer success ranks first)."""
         if use_pull != 0 and score <= f(1.0):
-            d = wp.length(q - goal)
+            s = f(0.0)
+            for a in range(joints):
+                s = s + (q[bq + a] - goal[bq + a]) * (q[bq + a] - goal[bq + a])
+            d = wp.sqrt(s)
             return d / (f(1.0) + d)
         return score
 
@@ -291,28 +503,34 @@ def lm_functions(dof: int, joints: int, dtype: torch.dtype) -> SimpleNamespace:
         errors_of=errors_of,
         score_of=score_of,
         damped_solve=damped_solve,
+        integrate=integrate,
+        neutral=neutral,
+        aligned=aligned,
         rank_of=rank_of,
         wrap=wrap,
     )
 
 
 @functools.cache
-def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
-    """The LM block kernel for ``dof`` coordinates, a chain of ``joints`` joints and ``dtype`` floats.
+def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
+    """The LM block kernel for a robot of ``layout`` and ``dtype`` floats.
 
-    Cached per ``(dof, joints, dtype)``; warp caches the compiled module on disk across processes.
-    Launch it through :class:`BlockLauncher`, which binds the arguments in this order.
+    Cached per ``(layout, dtype)``; warp caches the compiled module on disk across processes.
+    Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the arguments in this order.
     """
-    fns = lm_functions(dof, joints, dtype)
+    fns = lm_functions(layout, dtype)
     evaluate, score_of, errors_of = fns.evaluate, fns.score_of, fns.errors_of
-    damped_solve, rank_of, wrap = fns.damped_solve, fns.rank_of, fns.wrap
+    damped_solve, integrate, neutral, aligned = fns.damped_solve, fns.integrate, fns.neutral, fns.aligned
+    rank_of, wrap = fns.rank_of, fns.wrap
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)
-    vecq = wp.types.vector(dof, f)
+    frames, joints, nq, dof = layout.frames, layout.joints, layout.nq, layout.dof
+    bq, bv = nq - joints, dof - joints
+    vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(6 * frames, f)
     floor = damping_floor(dtype)
 
     @wp.kernel(module="unique")
     def lm_block(
-        # the chain (Robot buffers)
+        # the chains (Robot buffers, F x length entries) and the joints' limits
         place_rot: wp.array(dtype=mat33),
         place_rot_k: wp.array(dtype=mat33),
         place_rot_k2: wp.array(dtype=mat33),
@@ -321,15 +539,17 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         axis: wp.array(dtype=vec3),
         revolute: wp.array(dtype=wp.int32),
         cols: wp.array(dtype=wp.int32),
+        scale: wp.array(dtype=f),
+        offset: wp.array(dtype=f),
         tip_rot: wp.array(dtype=mat33),
         tip_pos: wp.array(dtype=vec3),
         lower: wp.array(dtype=f),
         upper: wp.array(dtype=f),
         continuous: wp.array(dtype=wp.int32),
         # the slots' problem
-        target_rot: wp.array(dtype=mat33),
-        target_pos: wp.array(dtype=vec3),
-        weights: wp.array(dtype=vec6),
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        weights: wp.array2d(dtype=vec6),
         tolerance: wp.array(dtype=vec2),
         budget: wp.array(dtype=wp.int32),
         restart_after: wp.array(dtype=wp.int32),
@@ -356,23 +576,24 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         i = wp.tid()
         if status[i] != RUNNING:
             return
-        trot = target_rot[i]
-        tpos = target_pos[i]
-        w = weights[i]
         tol = tolerance[i]
-        t_rot = tip_rot[0]
-        t_pos = tip_pos[0]
+        w = vecr()
+        for fr in range(frames):
+            wf = weights[i, fr]
+            for k in range(6):
+                w[6 * fr + k] = wf[k]
         q = vecq()
-        bq = vecq()
-        ones = vecq()
+        bq_best = vecq()
         goal = vecq()
-        for a in range(dof):
+        for a in range(nq):
             q[a] = q_state[i, a]
-            bq[a] = best_q[i, a]
+            bq_best[a] = best_q[i, a]
+        ones = vect()
+        for a in range(dof):
             ones[a] = f(1.0)
         use_pull = has_posture[i]
         if use_pull != 0:
-            for a in range(dof):
+            for a in range(nq):
                 goal[a] = posture[i, a]
         mu = mu_state[i]
         best = best_score[i]
@@ -388,25 +609,31 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
         drawn = random_start[i]
         if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
             state = wp.rand_init(rng_seed[i], wp.int32(state))
-            for a in range(dof):
+            q = neutral(q)
+            for a in range(joints):
                 u = f(wp.randf(state))
-                q[a] = wrap(lower[a] * (f(1.0) - u) + upper[a] * u, lower[a], upper[a], continuous[a])
+                q[bq + a] = wrap(lower[a] * (f(1.0) - u) + upper[a] * u, lower[a], upper[a], continuous[a])
+            q = aligned(
+                q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols,
+                scale, offset, tip_rot, tip_pos,
+            )  # fmt: skip
             drawn = 2
 
         e, jac, cost = evaluate(
-            q, trot, tpos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, revolute, cols, t_rot, t_pos
-        )
+            q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, revolute,
+            cols, scale, offset, tip_rot, tip_pos,
+        )  # fmt: skip
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
             best = f(wp.inf)
             berr = vec2(f(wp.inf), f(wp.inf))
-            bq = q
+            bq_best = q
             age = 0
             score = score_of(e, w, tol)
             rank = rank_of(score, q, goal, use_pull)
             if rank < best:
                 best = rank
-                bq = q
+                bq_best = q
                 berr = errors_of(e, w)
             if score <= f(1.0):
                 st = SOLVED
@@ -418,47 +645,36 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
                 state = wp.rand_init(rng_seed[i], wp.int32(state))
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
-            pull = vecq()
+            pull = vect()
             if use_pull != 0:
-                for a in range(dof):
-                    pull[a] = f(_POSTURE_GAIN) * (goal[a] - q[a])
+                for a in range(joints):
+                    pull[bv + a] = f(_POSTURE_GAIN) * (goal[bq + a] - q[bq + a])
             dq, ok = damped_solve(jac, e, w, damping, ones, pull, use_pull)
             q_new = q
             if ok != 0:
                 free = ones
-                dq_blocked = vecq()
+                dq_blocked = vect()
                 any_blocked = wp.int32(0)
-                for a in range(dof):
-                    target_q = q[a] + dq[a]
+                for a in range(joints):
+                    target_q = q[bq + a] + dq[bv + a]
                     if continuous[a] == 0 and (target_q < lower[a] or target_q > upper[a]):
-                        free[a] = f(0.0)
-                        dq_blocked[a] = wrap(target_q, lower[a], upper[a], continuous[a]) - q[a]
+                        free[bv + a] = f(0.0)
+                        dq_blocked[bv + a] = wrap(target_q, lower[a], upper[a], continuous[a]) - q[bq + a]
                         any_blocked = 1
                 if any_blocked != 0:
                     e_rest = e - jac * dq_blocked
                     dq_free, ok = damped_solve(jac, e_rest, w, damping, free, pull, use_pull)
                     for a in range(dof):
                         dq[a] = dq_blocked[a] + free[a] * dq_free[a]
-                for a in range(dof):
-                    q_new[a] = wrap(q[a] + dq[a], lower[a], upper[a], continuous[a])
+                q_new = integrate(q, dq)
+                for a in range(joints):
+                    q_new[bq + a] = wrap(q_new[bq + a], lower[a], upper[a], continuous[a])
             accept = wp.int32(0)
             if ok != 0:
                 e_new, jac_new, cost_new = evaluate(
-                    q_new,
-                    trot,
-                    tpos,
-                    w,
-                    place_rot,
-                    place_rot_k,
-                    place_rot_k2,
-                    place_pos,
-                    slide,
-                    axis,
-                    revolute,
-                    cols,
-                    t_rot,
-                    t_pos,
-                )
+                    q_new, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide,
+                    axis, revolute, cols, scale, offset, tip_rot, tip_pos,
+                )  # fmt: skip
                 if cost_new < cost:
                     accept = 1
                     q = q_new
@@ -473,41 +689,34 @@ def lm_block_kernel(dof: int, joints: int, dtype: torch.dtype) -> wp.Kernel:
             rank = rank_of(score, q, goal, use_pull)
             if rank < best:
                 best = rank
-                bq = q
+                bq_best = q
                 berr = errors_of(e, w)
             if score <= f(1.0):
                 st = SOLVED
             elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
                 if cost > f(_PROGRESS) * last or age >= patience or mu >= f(_MU_MAX):
-                    for a in range(dof):
+                    q = neutral(q)
+                    for a in range(joints):
                         u = f(wp.randf(state))
                         x = lower[a] * (f(1.0) - u) + upper[a] * u  # as Robot.random_q, then wrapped
-                        q[a] = wrap(x, lower[a], upper[a], continuous[a])
+                        q[bq + a] = wrap(x, lower[a], upper[a], continuous[a])
+                    q = aligned(
+                        q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide,
+                        axis, cols, scale, offset, tip_rot, tip_pos,
+                    )  # fmt: skip
                     mu = f(_MU_INIT)
                     age = 0
                     e, jac, cost = evaluate(
-                        q,
-                        trot,
-                        tpos,
-                        w,
-                        place_rot,
-                        place_rot_k,
-                        place_rot_k2,
-                        place_pos,
-                        slide,
-                        axis,
-                        revolute,
-                        cols,
-                        t_rot,
-                        t_pos,
-                    )
+                        q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos,
+                        slide, axis, revolute, cols, scale, offset, tip_rot, tip_pos,
+                    )  # fmt: skip
                 last = cost
         if st == RUNNING and it >= limit:
             st = EXHAUSTED
 
-        for a in range(dof):
+        for a in range(nq):
             q_state[i, a] = q[a]
-            best_q[i, a] = bq[a]
+            best_q[i, a] = bq_best[a]
         mu_state[i] = mu
         best_score[i] = best
         best_error[i] = berr

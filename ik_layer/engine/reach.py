@@ -1,12 +1,13 @@
 """A provable bound on a robot's reach, and the targets it rules out.
 
-Every joint of the chain after the first moving one sits at its placement translation from its
-parent, so the tip lies within ``radius`` of the first joint's origin (``centre``), where ``radius``
-is the sum of the norms of the placement translations from the second joint to the tip, plus the
-largest travel ``max(|lower|, |upper|)`` of every prismatic joint (the first one's too). A target whose
-position, over its weighted axes, lies farther than ``radius`` plus the position tolerance from
-``centre`` can never be solved: the engine gives it a short budget (see
-:class:`~ik_layer.engine.scheduler.Engine`).
+Every joint of a frame's chain after the first moving one sits at its placement translation from its
+parent, so the frame lies within ``radius`` of the first joint's origin (``centre``), where ``radius``
+is the sum of the norms of the placement translations from the second joint to the frame, plus the
+largest travel ``max(|lower|, |upper|)`` of every prismatic joint (the first one's too; a mimic joint's
+through its multiplier and offset). A target with a frame whose position, over its weighted axes, lies
+farther than that frame's ``radius`` plus the position tolerance from its ``centre`` can never be solved:
+the engine gives it a short budget (see :class:`~ik_layer.engine.scheduler.Engine`). A floating base
+reaches everywhere: it rules nothing out.
 """
 
 from __future__ import annotations
@@ -27,29 +28,36 @@ _SLACK = 1e-5  # relative margin of the bound over the rounding of float32 kinem
 
 @dataclass(frozen=True)
 class Reach:
-    """The ball that holds every position the chain's tip can take.
+    """The balls that hold every position each end-effector frame can take.
 
     Attributes:
-        centre: (3,) float64 origin of the chain's first moving joint, in the base frame [m].
-        radius: upper bound of the distance from ``centre`` to the tip [m] (inf for unbounded prismatic joints).
-        rounding: margin added to ``radius`` before ruling a target out, over the rounding of float32 kinematics.
+        centre: (F, 3) float64 origins of the frames' first moving joints, in the base frame [m].
+        radius: (F,) upper bounds of the distance from ``centre`` to the frame [m] (inf for unbounded prismatic
+            joints or a floating base).
+        rounding: (F,) margins added to ``radius`` before ruling a target out, over the rounding of float32
+            kinematics.
     """
 
     centre: np.ndarray
-    radius: float
-    rounding: float
+    radius: np.ndarray
+    rounding: np.ndarray
 
     def beyond(self, target: Tensor, weights: Tensor, position_tolerance: float) -> np.ndarray:
-        """(n,) bool: the targets (n, 4, 4) that no configuration meets within ``position_tolerance``.
+        """(n,) bool: the targets (n, [F,] 4, 4) that no configuration meets within ``position_tolerance``.
 
-        Distances are taken over the weighted position axes (``weights`` (n, 6)), as the solver measures errors.
+        Distances are taken over the weighted position axes (``weights`` (n, [F,] 6)), as the solver measures errors.
         """
+        n, frames = target.shape[0], len(self.radius)
+        if not np.isfinite(self.radius).any():
+            return np.zeros(n, dtype=bool)
         host = target.device.type == "cpu"
-        offset = (target.detach() if host else target.detach().cpu()).numpy()[:, :3, 3] - self.centre
-        offset *= (weights.detach() if host else weights.detach().cpu()).numpy()[:, :3] > 0
+        offset = (target.detach() if host else target.detach().cpu()).numpy().reshape(n, frames, 4, 4)[..., :3, 3]
+        offset = offset - self.centre
+        weighted = (weights.detach() if host else weights.detach().cpu()).numpy().reshape(n, frames, 6)[..., :3] > 0
+        offset *= weighted
         limit = self.radius + self.rounding + position_tolerance
         offset *= offset
-        return offset.sum(axis=1) > limit * limit
+        return (offset.sum(axis=-1) > limit * limit).any(axis=-1)
 
 
 def reach(robot: Robot) -> Reach:
@@ -62,12 +70,20 @@ def reach(robot: Robot) -> Reach:
 
 def _compute(robot: Robot) -> Reach:
     """The bound of :mod:`ik_layer.engine.reach`'s docstring, in float64 on the CPU."""
-    place = robot._place_pos.detach().double().cpu()
-    tip = robot._tip.detach().double().cpu()[:3, 3]
-    cols = robot._chain_cols.cpu()
-    prismatic = ~robot._revolute.cpu()
-    travel = torch.maximum(robot.lower.double().cpu().abs(), robot.upper.double().cpu().abs())[cols]
-    links = place[1:].norm(dim=-1).sum() + tip.norm()
-    radius = float(links + travel[prismatic].sum())
-    centre = place[0].numpy()
-    return Reach(centre=centre, radius=radius, rounding=_SLACK * (radius + float(np.linalg.norm(centre))))
+    frames = 1 if robot.ee_frames is None else len(robot.ee_frames)
+    length = robot._chain_cols.shape[-1]
+    place = robot._place_pos.detach().double().cpu().reshape(frames, length, 3)
+    tip = robot._tip.detach().double().cpu().reshape(frames, 4, 4)[:, :3, 3]
+    cols = robot._chain_cols.cpu().reshape(frames, length)
+    coupling = (robot._chain_scale, robot._chain_offset)
+    scale, offset = (x.detach().double().cpu().reshape(frames, length) for x in coupling)
+    prismatic = ~robot._revolute.cpu().reshape(frames, length)
+    lower, upper = robot.lower.double().cpu()[cols], robot.upper.double().cpu()[cols]
+    travel = torch.maximum((lower * scale + offset).abs(), (upper * scale + offset).abs())
+    links = place[:, 1:].norm(dim=-1).sum(-1) + tip.norm(dim=-1)
+    radius = (links + torch.where(prismatic, travel, 0.0).sum(-1)).numpy()
+    if robot.floating_base:
+        radius = np.full(frames, np.inf)
+    centre = place[:, 0].numpy()
+    rounding = _SLACK * (radius + np.linalg.norm(centre, axis=-1))
+    return Reach(centre=centre, radius=radius, rounding=rounding)

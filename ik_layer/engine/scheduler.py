@@ -32,6 +32,7 @@ from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError
+from ik_layer.floating import neutral_base
 from ik_layer.kinematics import Robot
 from ik_layer.lie import pose_error
 from ik_layer.options import SolveOptions
@@ -54,13 +55,13 @@ class Request:
     """One submitted batch of targets; its fields fill in as its targets retire.
 
     Attributes:
-        target: (n, 4, 4) ``T_base_ee`` targets; weights: (n, 6).
-        start: (n, k, dof) first configurations of the targets' first k seeds, or None (k = 0); seeds beyond k
+        target: (n, [F,] 4, 4) ``T_base_ee`` targets (F end-effector frames); weights: (n, [F,] 6).
+        start: (n, k, nq) first configurations of the targets' first k seeds, or None (k = 0); seeds beyond k
             start uniform in the limits, drawn by the kernel from their restart streams.
-        posture: (n, dof) preferred configurations, or None.
+        posture: (n, nq) preferred configurations, or None.
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
-        q: (n, dof) best configurations (the answer once :attr:`done` is set).
+        q: (n, nq) best configurations (the answer once :attr:`done` is set).
         status: (n,) int32 final status codes on the CPU (see :data:`ROW_STATUS`), ``RUNNING`` until retired.
         iterations: (n,) int64 iterations used (counted from the target's start), on the CPU.
         seeds_used: (n,) seeds started per target (1 unless the target stalled), on the CPU.
@@ -76,7 +77,7 @@ class Request:
     options: SolveOptions
     seed: int
     deadline: float | None
-    initial: Tensor | None = field(default=None, repr=False)  # (dof,) q before any answer, given no start
+    initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -127,7 +128,7 @@ class Request:
         return np.where(self.unreachable[rows], short, self.options.max_iterations)
 
     def seed_start(self, rows: Index, k: int) -> Tensor | None:
-        """Starts (len(rows), dof) of seed ``k`` of the targets ``rows`` when given, else None: the kernel draws
+        """Starts (len(rows), nq) of seed ``k`` of the targets ``rows`` when given, else None: the kernel draws
         them uniform in the limits from the seeds' restart streams (a row's start does not depend on the others)."""
         return self.start[rows, k] if k < self.given else None
 
@@ -150,8 +151,9 @@ class Request:
         if unmeasured.size:
             rows = torch.from_numpy(unmeasured).to(self.q.device)
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
-            masked = pose_error(self.target[rows], pose) * (self.weights[rows] > 0)
-            self.error[rows] = torch.stack((masked[:, :3].norm(dim=-1), masked[:, 3:].norm(dim=-1)), dim=-1)
+            masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
+            worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)
+            self.error[rows] = worst  # the worst frame's
         self._errors = (self.error[:, 0], self.error[:, 1])
         self.done.set()
 
@@ -171,11 +173,6 @@ class Engine:
     def __init__(self, robot: Robot, capacity: int = 1024, block: int = 8) -> None:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-        if not robot.engine_supported:
-            raise IKLayerError(
-                f"the engine does not solve robot {robot.name!r}: {_unsupported(robot)}; "
-                "ik_layer.solve runs such robots on the reference solver (reference=True)"
-            )
         for name, value in (("capacity", capacity), ("block", block)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise IKLayerError(f"{name} must be a positive integer, got {value!r}")
@@ -186,7 +183,8 @@ class Engine:
         self._on_host = self._device.type == "cpu"  # slots and requests written through numpy views
         self._launch = BlockLauncher(self.slots)
         self._reach = reach(robot)
-        self._home = robot.wrap(torch.zeros(robot.dof, dtype=robot.dtype, device=robot.device))
+        joints = torch.zeros(robot.lower.shape[0], dtype=robot.dtype, device=robot.device)
+        self._home = robot.wrap(torch.cat((neutral_base(joints, ())[: robot.nq - joints.shape[0]], joints)))
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
         # and whether it is the newest seed of its target with more allowed.
         self._is_free = np.ones(capacity, dtype=bool)
@@ -218,13 +216,13 @@ class Engine:
         """Queue a request (thread-safe) and return it; :meth:`step` does the work.
 
         Args:
-            target: (n, 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
-            start: (n, dof) or (n, k, dof) starts of the first seeds, inside the limits; or None: every seed
+            target: (n, [F,] 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
+            start: (n, nq) or (n, k, nq) starts of the first seeds, inside the limits; or None: every seed
                 starts uniform in the limits, drawn on the device by the kernel from the seed's restart stream
                 (no host work; the targets' answers start at :meth:`Robot.wrap` of zeros until they retire).
             options: budget, tolerances, restart policy and ``num_seeds`` (the most seeds per target).
-            weights: (n, 6) non-negative error weights (default ones).
-            posture: (n, dof) preferred configurations (pulled towards in the null space), or None.
+            weights: (n, [F,] 6) non-negative error weights (default ones).
+            posture: (n, nq) preferred configurations (pulled towards in the null space), or None.
             seed: seed of the random starts and of the restart streams.
             deadline: ``time.monotonic()`` deadline of the whole request, or None.
             give_up: give the targets that lie out of the robot's reach (over their weighted position axes,
@@ -233,7 +231,7 @@ class Engine:
         """
         n = target.shape[0]
         if weights is None:
-            weights = torch.ones(n, 6, dtype=self._home.dtype, device=self._device)
+            weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
         initial = None
         if start is None:
             initial = self._home
@@ -518,18 +516,6 @@ class Engine:
         self._is_free[slots] = True
         self._used -= len(slots)
         self._freed.append(slots)
-
-
-def _unsupported(robot: Robot) -> str:
-    """Why the engine kernel does not solve ``robot`` (see :attr:`Robot.engine_supported`)."""
-    reasons = []
-    if robot.ee_frames is not None:
-        reasons.append(f"it has several end-effector frames ({', '.join(map(str, robot.ee_frames))})")
-    if robot.mimic:
-        reasons.append(f"it has mimic joints ({', '.join(map(str, robot.mimic))})")
-    if getattr(robot, "floating_base", False):
-        reasons.append("it has a floating base")
-    return " and ".join(reasons) or "its model is not a single serial chain to one end-effector frame"
 
 
 def _index(values: np.ndarray, device: torch.device | None) -> Index | np.ndarray:

@@ -17,7 +17,7 @@ import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import EMPTY, RUNNING, warp_types
+from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, warp_types
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
@@ -28,14 +28,14 @@ __all__ = ["Slots"]
 class Slots:
     """``capacity`` LM slots for ``robot`` (its dtype and device, fixed at creation).
 
-    Attributes (torch tensors, first dimension ``capacity``):
-        target_rot (3, 3), target_pos (3,), weights (6,), tolerance (2,) [m, rad]: the problem.
+    Attributes (torch tensors, first dimension ``capacity``; F end-effector frames, nq coordinates):
+        target_rot (F, 3, 3), target_pos (F, 3), weights (F, 6), tolerance (2,) [m, rad]: the problem.
         budget, restart_after, check_every: int32 iteration counts of the problem.
-        posture (dof,), has_posture: the preferred configuration, used where the int32 flag is 1.
+        posture (nq,), has_posture: the preferred configuration, used where the int32 flag is 1.
         random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
             from the slot's restart stream), 2 once drawn, 0 for a given start.
-        q (dof,), mu: the current configuration and relative damping.
-        best_q (dof,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
+        q (nq,), mu: the current configuration and relative damping.
+        best_q (nq,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
             score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
             posture at distance ``d`` from it (as ``ik_layer.solver._Problem._record``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
@@ -57,23 +57,24 @@ class Slots:
         self.dtype = robot.dtype
         wp.init()
         f, vec2, vec3, vec6, mat33 = warp_types(self.dtype)
-        n, dof = capacity, robot.dof
+        self.layout = Layout.of(robot)
+        n, nq, frames = capacity, robot.nq, self.layout.frames
         real = {"dtype": self.dtype, "device": self.device}
         count = {"dtype": torch.int32, "device": self.device}
 
-        self.target_rot = torch.zeros(n, 3, 3, **real)
-        self.target_pos = torch.zeros(n, 3, **real)
-        self.weights = torch.zeros(n, 6, **real)
+        self.target_rot = torch.zeros(n, frames, 3, 3, **real)
+        self.target_pos = torch.zeros(n, frames, 3, **real)
+        self.weights = torch.zeros(n, frames, 6, **real)
         self.tolerance = torch.ones(n, 2, **real)
         self.budget = torch.zeros(n, **count)
         self.restart_after = torch.ones(n, **count)
         self.check_every = torch.ones(n, **count)
-        self.posture = torch.zeros(n, dof, **real)
+        self.posture = torch.zeros(n, nq, **real)
         self.has_posture = torch.zeros(n, **count)
         self.random_start = torch.zeros(n, **count)
-        self.q = torch.zeros(n, dof, **real)
+        self.q = torch.zeros(n, nq, **real)
         self.mu = torch.full((n,), _MU_INIT, **real)
-        self.best_q = torch.zeros(n, dof, **real)
+        self.best_q = torch.zeros(n, nq, **real)
         self.best_score = torch.full((n,), torch.inf, **real)
         self.iterations = torch.zeros(n, **count)
         self.status = torch.full((n,), EMPTY, **count)
@@ -84,23 +85,28 @@ class Slots:
         self.cost = torch.full((n,), torch.inf, **real)
         self.best_error = torch.full((n, 2), torch.inf, **real)
 
-        # The chain, as the kernel reads it: int32 flags and indices, the tip split in rotation and position.
+        # The chains, as the kernel reads them: F x length entries in a row, int32 flags and indices, each frame's
+        # tip split in rotation and position.
+        entries = frames * self.layout.length
+        tip = robot._tip.reshape(frames, 4, 4)
         self._chain = [
-            robot._place_rot.contiguous(),
-            robot._place_rot_k.contiguous(),
-            robot._place_rot_k2.contiguous(),
-            robot._place_pos.contiguous(),
-            robot._slide.contiguous(),
-            robot._axis.contiguous(),
-            robot._revolute.to(torch.int32),
-            robot._chain_cols.to(torch.int32),
-            robot._tip[None, :3, :3].contiguous(),
-            robot._tip[None, :3, 3].contiguous(),
+            robot._place_rot.reshape(entries, 3, 3).contiguous(),
+            robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
+            robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
+            robot._place_pos.reshape(entries, 3).contiguous(),
+            robot._slide.reshape(entries, 3).contiguous(),
+            robot._axis.reshape(entries, 3).contiguous(),
+            robot._revolute.reshape(entries).to(torch.int32),
+            robot._chain_cols.reshape(entries).to(torch.int32),
+            robot._chain_scale.reshape(entries).to(self.dtype),
+            robot._chain_offset.reshape(entries).to(self.dtype),
+            tip[:, :3, :3].contiguous(),
+            tip[:, :3, 3].contiguous(),
             robot.lower.contiguous(),
             robot.upper.contiguous(),
             robot.continuous.to(torch.int32),
         ]
-        chain_types = [mat33, mat33, mat33, vec3, vec3, vec3, wp.int32, wp.int32, mat33, vec3, f, f, wp.int32]
+        chain_types = [mat33, mat33, mat33, vec3, vec3, vec3, wp.int32, wp.int32, f, f, mat33, vec3, f, f, wp.int32]
         self._chain_views = [wp.from_torch(t, dtype=d) for t, d in zip(self._chain, chain_types, strict=True)]
         state = [
             (self.target_rot, mat33),
@@ -152,13 +158,13 @@ class Slots:
         rng_offset: Tensor | np.ndarray | None = None,
         posture: Tensor | None = None,
     ) -> None:
-        """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, dof) towards ``target`` (k, 4, 4).
+        """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
         ``q`` None: each slot's start is drawn by the kernel at its first launch, uniform in the limits (as
         :meth:`Robot.random_q`), from the slot's restart stream (so it depends only on ``seed`` and the offset).
 
         ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Budgets and tolerances come
-        from ``options``; ``weights`` (k, 6) default to ones; ``posture`` (k, dof), if given, is pulled
+        from ``options``; ``weights`` (k, [F,] 6) default to ones; ``posture`` (k, nq), if given, is pulled
         towards in the null space and preferred among successes (None: no posture for these slots). The
         slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
         indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
@@ -172,10 +178,11 @@ class Slots:
             rng = np.arange(*bounds) if self.device.type == "cpu" else torch.arange(*bounds, device=self.device)
         else:
             rng = idx
-        target = value(target)
-        put["target_rot"][idx] = target[:, :3, :3]
-        put["target_pos"][idx] = target[:, :3, 3]
-        put["weights"][idx] = 1.0 if weights is None else value(weights)
+        frames = self.layout.frames
+        target = value(target).reshape(-1, frames, 4, 4)
+        put["target_rot"][idx] = target[:, :, :3, :3]
+        put["target_pos"][idx] = target[:, :, :3, 3]
+        put["weights"][idx] = 1.0 if weights is None else value(weights).reshape(-1, frames, 6)
         put["tolerance"][idx, 0] = options.position_tolerance
         put["tolerance"][idx, 1] = options.orientation_tolerance
         put["budget"][idx] = options.max_iterations

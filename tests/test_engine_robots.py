@@ -1,0 +1,197 @@
+"""The engine kernel on robots beyond one serial chain: several frames, mimic joints, a floating base.
+
+The eager solver is the reference, as in ``test_engine_kernel.py``: one kernel iteration from the same state
+gives the eager step's q, damping and cost, and seeds that never restart follow the eager solve iteration for
+iteration. Solves are verified by recomputing every frame's error in float64 with ``Robot.fk``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import pytest
+import torch
+
+import ik_layer
+from ik_layer import SolveOptions
+from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, Slots
+from ik_layer.engine.kernel import Layout
+from ik_layer.engine.reach import reach
+from ik_layer.lie import pose_error
+from ik_layer.solver import _MU_INIT, _LMState, _Problem
+from tests.conftest import erd_urdf_path
+from tests.test_model_mimic import CHAIN
+
+F64, F32 = torch.float64, torch.float32
+TALOS = "talos_data/robots/talos_reduced.urdf"
+SOLO = "solo_description/robots/solo12.urdf"
+HANDS = ["gripper_left_base_link", "gripper_right_base_link"]
+WHOLE_BODY = ["left_sole_link", "right_sole_link", *HANDS]
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+POSITION_ONLY = torch.tensor([1.0, 1, 1, 0, 0, 0])
+
+ROBOTS = ["talos-hands", "talos-body", "solo-feet", "solo-base-feet", "mimic"]
+
+
+@cache
+def robot_of(name: str, dtype: torch.dtype) -> ik_layer.Robot:
+    """The robots of :data:`ROBOTS`: a tree with two hands (fixed base), a humanoid and a quadruped on a floating
+    base (the quadruped's base link a target too), and a chain of mimic joints."""
+    if name == "mimic":
+        return ik_layer.load_robot(CHAIN, "tip", dtype=dtype)
+    path, frames = {
+        "talos-hands": (TALOS, HANDS),
+        "talos-body": (TALOS, WHOLE_BODY),
+        "solo-feet": (SOLO, FEET),
+        "solo-base-feet": (SOLO, ["base_link", *FEET]),
+    }[name]
+    return ik_layer.load_robot(erd_urdf_path(path), ee_frames=frames, floating_base=name != "talos-hands", dtype=dtype)
+
+
+def frames_of(robot: ik_layer.Robot) -> int:
+    return 1 if robot.ee_frames is None else len(robot.ee_frames)
+
+
+def random_configurations(robot: ik_layer.Robot, n: int, g: torch.Generator) -> torch.Tensor:
+    """Random joints; a floating base anywhere in a 1 m box, in any orientation."""
+    q = robot.random_q((n,), generator=g)
+    if robot.floating_base:
+        quaternion = torch.randn(n, 4, generator=g, dtype=q.dtype)
+        q[:, :3] = torch.rand(n, 3, generator=g, dtype=q.dtype) - 0.5
+        q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
+    return q
+
+
+def default_weights(name: str, robot: ik_layer.Robot, n: int) -> torch.Tensor:
+    """Ones, per frame; the quadruped's feet position-only."""
+    w = torch.ones(n, frames_of(robot), 6, dtype=robot.dtype)
+    if name.startswith("solo"):
+        w[:, -4:] = POSITION_ONLY.to(robot.dtype)
+    return w if robot.ee_frames is not None else w[:, 0]
+
+
+def worst_errors(robot64: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> tuple:
+    """Position and orientation errors over the weighted axes, the worst frame's, recomputed in float64."""
+    n = q.shape[0]
+    e = pose_error(target.double(), robot64.fk(q.double())).reshape(n, -1, 6) * (weights.reshape(n, -1, 6) > 0)
+    return e[..., :3].norm(dim=-1).amax(-1), e[..., 3:].norm(dim=-1).amax(-1)
+
+
+def test_layouts():
+    assert Layout.of(robot_of("talos-hands", F64)) == Layout(frames=2, length=9, joints=16)
+    assert Layout.of(robot_of("solo-base-feet", F64)) == Layout(frames=5, length=3, joints=12, floating=True)
+    assert Layout.of(robot_of("mimic", F64)) == Layout(frames=1, length=6, joints=3)
+
+
+@pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])
+@pytest.mark.parametrize("dtype", [F64, F32], ids=str)
+@pytest.mark.parametrize("name", ROBOTS)
+def test_one_iteration_matches_eager_step(name: str, dtype: torch.dtype, with_posture: bool) -> None:
+    """From the same q and damping, one kernel iteration gives the eager step's q, mu and cost, with random
+    per-frame weights (some axes zero), dampings over the whole range and, optionally, postures."""
+    robot = robot_of(name, dtype)
+    g = torch.Generator().manual_seed(31)
+    n = 128
+    q0 = random_configurations(robot, n, g)
+    target = robot.fk(random_configurations(robot, n, g))
+    weights = torch.rand(n, frames_of(robot), 6, generator=g, dtype=dtype) * 2
+    weights[torch.rand(weights.shape, generator=g) < 0.2] = 0
+    weights[..., 0] = 1
+    weights = weights if robot.ee_frames is not None else weights[:, 0]
+    low, high = (-6, 6) if dtype == F64 else (-3, 3)  # float32: well-conditioned steps only (see test_engine_kernel)
+    mu = (10 ** (torch.rand(n, generator=g, dtype=dtype) * (high - low) + low)).clamp(1e-6, 1e6)
+    mu[: n // 4] = _MU_INIT
+    posture = robot.wrap(random_configurations(robot, n, g)) if with_posture else None
+    options = SolveOptions(check_every=1000, restart_after=10_000)
+    rows = torch.arange(n)
+
+    problem = _Problem(robot, target, weights, options, posture, None)
+    start = dataclasses.replace(_LMState.start(problem, rows, q0[:, None]), mu=mu[:, None])
+    ref = start.step(problem, rows)
+    slots = Slots(robot, n)
+    slots.admit(rows, target, q0, options, weights=weights, posture=posture)
+    slots.mu.copy_(mu)
+    BlockLauncher(slots)(1)
+
+    assert (slots.iterations == 1).all() and (slots.status == RUNNING).all()
+    # The null-space pull cancels in rank-deficient steps: float64 LU (eager) and Cholesky (kernel) part by
+    # eps cond |pull| (see test_engine_kernel); float32 steps agree to its precision.
+    q_tol, cost_rtol = ((1e-6 if with_posture else 1e-9), 1e-8) if dtype == F64 else (2e-3, 5e-3)
+    torch.testing.assert_close(slots.check_cost, start.cost[:, 0], rtol=cost_rtol, atol=0)
+    close = (slots.q - ref.q[:, 0]).abs().amax(-1) <= q_tol
+    assert float(close.double().mean()) >= (1.0 if dtype == F64 and not with_posture else 0.95)
+    torch.testing.assert_close(slots.mu[close], ref.mu[close, 0], rtol=1e-12, atol=0)
+    torch.testing.assert_close(slots.cost[close], ref.cost[close, 0], rtol=cost_rtol, atol=1e-30)
+    assert int((slots.mu < mu).sum()) >= n // 4  # accepted steps are compared (rejected ones keep q0)
+    if robot.floating_base:
+        torch.testing.assert_close(slots.q[:, 3:7].norm(dim=-1), torch.ones(n, dtype=dtype), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_trajectories_without_restart_match_eager_solve(name: str) -> None:
+    """Seeds that never restart follow the eager solver (one seed, same start) iteration for iteration."""
+    robot = robot_of(name, F64)
+    g = torch.Generator().manual_seed(32)
+    n = 100
+    q0 = random_configurations(robot, n, g)
+    target = robot.fk(random_configurations(robot, n, g))
+    weights = default_weights(name, robot, n)
+    options = SolveOptions()
+    ref = ik_layer.solve(robot, target, options, warm_start=q0, weights=weights, num_seeds=1, reference=True)
+    slots = Slots(robot, n)
+    slots.admit(torch.arange(n), target, q0, options, weights=weights)
+    launch = BlockLauncher(slots)
+    while bool(slots.running().any()):
+        launch(8)
+    clean = slots.age == slots.iterations  # never restarted
+    assert int(clean.sum()) >= n // 5
+    assert float((slots.iterations[clean].long() == ref.iterations[clean]).double().mean()) >= 0.97
+    assert float(((slots.status[clean] == SOLVED) == ref.success[clean]).double().mean()) >= 0.97
+    same = clean & (slots.iterations.long() == ref.iterations)
+    torch.testing.assert_close(slots.best_q[same], ref.q[same], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [F64, F32], ids=str)
+@pytest.mark.parametrize("name", ROBOTS)
+def test_reachable_targets_solved_and_verified(name: str, dtype: torch.dtype) -> None:
+    """Default options on the engine: >= 99 % of FK targets solved, every success verified in float64."""
+    robot = robot_of(name, dtype)
+    n = 200
+    g = torch.Generator().manual_seed(33)
+    target = robot.fk(random_configurations(robot, n, g))
+    weights = default_weights(name, robot, n)
+    result = ik_layer.solve(robot, target, weights=weights, generator=torch.Generator().manual_seed(34))
+    ok = result.success
+    assert float(ok.double().mean()) >= 0.99, f"{int((~ok).sum())} of {n} reachable targets failed"
+    pos, ori = worst_errors(robot_of(name, F64), result.q, target, weights)
+    slack = 1e-9 if dtype == F64 else 2e-5
+    assert (pos[ok] <= 1e-4 + slack).all() and (ori[ok] <= 1e-3 + slack).all()
+    torch.testing.assert_close(result.position_error.double(), pos, rtol=0, atol=slack)
+    joints = result.q[:, robot.nq - robot.lower.shape[0] :]
+    assert bool(((joints >= robot.lower) & (joints <= robot.upper)).all())
+
+
+def test_a_frame_out_of_reach_gives_the_target_up_early():
+    """Two hands: the right one 0.3 m beyond its chain's reach gives the target one seed of ``restart_after``
+    iterations; a floating base reaches everywhere and rules nothing out."""
+    robot = robot_of("talos-hands", F64)
+    g = torch.Generator().manual_seed(35)
+    target = robot.fk(robot.random_q((4,), generator=g))
+    bound = reach(robot)
+    direction = torch.randn(4, 3, generator=g, dtype=F64)
+    far = torch.from_numpy(bound.centre[1]) + (bound.radius[1] + 0.3) * direction / direction.norm(dim=-1)[:, None]
+    target[:2, 1, :3, 3] = far[:2]
+    options = SolveOptions(num_seeds=4)
+    engine = Engine(robot, capacity=16, block=8)
+    request = engine.submit(target, None, options, seed=3)
+    engine.run(request)
+    assert request.unreachable.tolist() == [True, True, False, False]
+    assert request.status.tolist()[:2] == [EXHAUSTED] * 2 and request.result().success.tolist()[2:] == [True] * 2
+    assert request.iterations.tolist()[:2] == [options.restart_after] * 2
+    floating = robot_of("talos-body", F64)
+    far_body = floating.fk(floating.random_q((1,), generator=g))
+    far_body[..., :3, 3] += 100.0  # every frame 100 m away: the base walks there
+    assert not reach(floating).beyond(far_body, torch.ones(1, 4, 6, dtype=F64), 1e-4).any()
+    result = ik_layer.solve(floating, far_body, generator=torch.Generator().manual_seed(36))
+    assert bool(result.success.all())
