@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.io import (
+    BASE_COLUMNS,
     POSE_COLUMNS,
     Rows,
     Table,
@@ -28,7 +29,9 @@ from ik_layer.io import (
     drop_invalid,
     format_lines,
     invalid_poses,
+    invalid_q,
     pose_columns,
+    q_columns,
     read_q,
     read_targets,
     write_csv,
@@ -75,11 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     robots = sub.add_parser("robots", help="list the built-in robots with their joints and limits")
+    robots.add_argument("--floating-base", action="store_true", help="list them on a free-flyer base")
     robots.set_defaults(run=run_robots)
 
     fk = sub.add_parser("fk", help="end-effector poses of joint configurations")
     _robot_arguments(fk)
-    fk.add_argument("q_file", type=Path, help="configurations: .csv (joint-name header), .npy/.npz, .jsonl")
+    fk.add_argument(
+        "q_file",
+        type=Path,
+        help="configurations: .csv (header: joint names, after base.x ... base.qw with --floating-base), .npy/.npz, "
+        ".jsonl",
+    )
     fk.add_argument("-o", "--output", type=Path, help="output .csv/.npz/.jsonl (default: CSV on stdout)")
     fk.set_defaults(run=run_fk)
 
@@ -137,10 +146,19 @@ def _robot_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JOINT=VALUE",
         help="hold a joint at a value [rad or m] (repeatable)",
     )
+    parser.add_argument(
+        "--floating-base",
+        action="store_true",
+        help="put the robot on a free-flyer base: configurations start with its pose in the world, columns "
+        f"{' '.join(BASE_COLUMNS)} [m; a quaternion, normalised], then the joints; poses and targets are in the world",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="(default cpu)")
     parser.add_argument("--dtype", choices=tuple(_DTYPES), default="float64", help="(default float64)")
     parser.add_argument(
-        "--on-invalid", choices=("skip", "error"), default="error", help="rows with NaN values: skip or refuse"
+        "--on-invalid",
+        choices=("skip", "error"),
+        default="error",
+        help="rows with NaN values or zero quaternions: skip or refuse",
     )
 
 
@@ -180,10 +198,13 @@ def _option_type(spec: OptionSpec) -> Callable[[str], int | float]:
 
 
 def run_robots(args: argparse.Namespace) -> int:
-    """Print each built-in robot: name, dof, default frame, description, joint limits."""
+    """Print each built-in robot: name, dof, default frame, description, joint limits (and the base's columns
+    with ``--floating-base``)."""
     for name in sorted(REGISTRY):
-        robot = load_robot(name)
+        robot = load_robot(name, floating_base=args.floating_base)
         print(f"{name}: {robot.dof} dof, ee_frame={robot.ee_frame}  ({REGISTRY[name].description})")
+        if robot.floating_base:
+            print(f"  {'base':<24} {' '.join(BASE_COLUMNS)} (pose in the world, unbounded)")
         for joint, lo, hi in zip(robot.joint_names, robot.lower.tolist(), robot.upper.tolist(), strict=False):
             print(f"  {joint:<24} [{lo:+.4f}, {hi:+.4f}]")
     return EXIT_OK
@@ -194,8 +215,8 @@ def run_fk(args: argparse.Namespace) -> int:
     robot = _robot(args)
     if args.output is not None:
         check_output(args.output)
-    rows = read_q(args.q_file, robot.joint_names)
-    rows, skipped = drop_invalid(rows, ~np.isfinite(rows.values).all(axis=1), args.on_invalid)
+    rows = read_q(args.q_file, q_columns(robot.joint_names, robot.floating_base))
+    rows, skipped = drop_invalid(rows, invalid_q(rows.values, robot.floating_base), args.on_invalid, _q_invalid(robot))
     _report_skipped(rows.path, skipped)
     q = torch.as_tensor(rows.values, dtype=robot.dtype, device=robot.device)
     pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy().reshape(len(q), -1)
@@ -241,13 +262,21 @@ def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndar
     invalid = invalid_poses(targets.values)
     warm_start = None
     if args.warm_start is not None:
-        start_rows = _warm_start_rows(read_q(args.warm_start, robot.joint_names), len(targets.lines))
-        start_invalid = ~np.isfinite(start_rows.values).all(axis=1)
-        drop_invalid(start_rows, start_invalid, args.on_invalid)  # refuses the warm-start file in error mode
+        columns = q_columns(robot.joint_names, robot.floating_base)
+        start_rows = _warm_start_rows(read_q(args.warm_start, columns), len(targets.lines))
+        start_invalid = invalid_q(start_rows.values, robot.floating_base)
+        drop_invalid(start_rows, start_invalid, args.on_invalid, _q_invalid(robot))  # refuses the file in error mode
         invalid = invalid | start_invalid
         warm_start = start_rows.values[~invalid]
     valid, skipped = drop_invalid(targets, invalid, args.on_invalid)
     return valid, warm_start, skipped
+
+
+def _q_invalid(robot: Robot) -> str:
+    """What makes a configuration row invalid (see :func:`ik_layer.io.invalid_q`), for error messages."""
+    if robot.floating_base:
+        return f"NaN or non-numeric values, or a zero base quaternion ({', '.join(BASE_COLUMNS[3:])} all 0)"
+    return "NaN or non-numeric values"
 
 
 def _warm_start_rows(rows: Rows, num_targets: int) -> Rows:
@@ -294,7 +323,7 @@ def _solve_chunks(
 
 def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult]) -> int:
     """Write the solved chunks (q, success, errors, iterations per row) to ``path``; return the row count."""
-    q = _gather(chunks, "q", np.float64).reshape(-1, robot.dof)
+    q = _gather(chunks, "q", np.float64).reshape(-1, robot.nq)
     table = Table(
         {
             "line": lines[: len(q)],
@@ -304,7 +333,7 @@ def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKR
             "orientation_error": _gather(chunks, "orientation_error", np.float64),
             "iterations": _gather(chunks, "iterations", np.int64),
         },
-        {"q": robot.joint_names},
+        {"q": q_columns(robot.joint_names, robot.floating_base)},
     )
     write_table(path, table)
     return len(q)
@@ -340,6 +369,7 @@ def _robot(args: argparse.Namespace) -> Robot:
         ee_frames=args.ee_frames,
         active_joints=args.active_joints,
         locked=dict(args.locked) or None,
+        floating_base=args.floating_base,
         dtype=_DTYPES[args.dtype],
         device=_device(args.device),
     )

@@ -5,14 +5,16 @@ Three formats, chosen by the file suffix:
 * ``.csv``: a header row naming the columns (``x,y,z,qx,qy,qz,qw`` for poses, the
   joint names for configurations); extra columns are ignored. With several end-effector
   frames, pose columns are prefixed by the frame: ``left.x, ..., left.qw, right.x, ...``.
+  A floating base's pose leads a configuration: ``base.x, base.y, base.z, base.qx, base.qy,
+  base.qz, base.qw``, then the joint names.
 * ``.npy`` / ``.npz``: an (N, k) array (targets may also be (N, 4, 4) transforms);
   an ``.npz`` holds one array per field (``target`` or ``pose``, ``q``, ...).
 * ``.jsonl`` / ``.ndjson``: one JSON object per line, with one key per column or one
   list-valued key per field (``{"pose": [...]}``, ``{"q": [...]}``).
 
 Every row read keeps its 1-based source line (row number for NumPy files), so
-invalid rows (NaN, infinite or non-numeric values, zero quaternions) are reported
-where a person can find them.
+invalid rows (NaN, infinite or non-numeric values, zero quaternions, zero base
+quaternions) are reported where a person can find them.
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ from ik_layer.exceptions import InputFileError
 from ik_layer.lie import matrix_to_pose
 
 __all__ = [
+    "BASE_COLUMNS",
     "POSE_COLUMNS",
     "pose_columns",
+    "q_columns",
     "Rows",
     "Table",
     "check_output",
     "drop_invalid",
     "format_lines",
     "invalid_poses",
+    "invalid_q",
     "read_q",
     "read_targets",
     "write_csv",
@@ -47,6 +52,8 @@ __all__ = [
 ]
 
 POSE_COLUMNS = ("x", "y", "z", "qx", "qy", "qz", "qw")
+BASE_COLUMNS = tuple(f"base.{column}" for column in POSE_COLUMNS)  # a floating base's pose, first in a configuration
+_ZERO_BASE_QUATERNION = 1e-9  # norms below this are zero, as in Robot.check_q
 _CSV = (".csv",)
 _NUMPY = (".npy", ".npz")
 _JSONL = (".jsonl", ".ndjson")
@@ -100,6 +107,11 @@ def pose_columns(frames: Sequence[str] | None = None) -> list[str]:
     return [f"{frame}.{column}" for frame in frames for column in POSE_COLUMNS]
 
 
+def q_columns(joint_names: Sequence[str], floating_base: bool = False) -> list[str]:
+    """Column names of a configuration: the joint names, after :data:`BASE_COLUMNS` with a floating base."""
+    return [*(BASE_COLUMNS if floating_base else ()), *joint_names]
+
+
 def read_targets(path: str | Path, frames: Sequence[str] | None = None) -> Rows:
     """Read end-effector targets as (N, 7) poses ``[x, y, z, qx, qy, qz, qw]`` ([m], unit quaternion), or with
     several ``frames`` (N, F * 7), the frames' poses one after the other.
@@ -125,20 +137,24 @@ def read_targets(path: str | Path, frames: Sequence[str] | None = None) -> Rows:
     return _csv_rows(path, columns)
 
 
-def read_q(path: str | Path, joint_names: Sequence[str]) -> Rows:
-    """Read joint configurations as (N, dof) values [rad or m], columns named by ``joint_names``.
+def read_q(path: str | Path, columns: Sequence[str]) -> Rows:
+    """Read configurations as (N, nq) values, columns named by ``columns`` (see :func:`q_columns`): joint values
+    [rad or m], after the base pose ``[x, y, z, qx, qy, qz, qw]`` when ``columns`` start with :data:`BASE_COLUMNS`.
 
     Raises:
-        InputFileError: missing file, unknown suffix or wrong columns / shape.
+        InputFileError: missing file, unknown suffix or wrong columns / shape; base columns in a file read
+            without them (the robot has no floating base).
     """
     path = _existing(path)
+    floating = tuple(columns[: len(BASE_COLUMNS)]) == BASE_COLUMNS
     if path.suffix in _NUMPY:
-        return _numpy_rows(
-            path, _numpy_array(path, ("q",)), len(joint_names), f"configurations (N, {len(joint_names)})"
-        )
+        parts = f": the base pose (7), then {len(columns) - len(BASE_COLUMNS)} joints" if floating else ""
+        return _numpy_rows(path, _numpy_array(path, ("q",)), len(columns), f"configurations (N, {len(columns)}){parts}")
+    # Without a floating base, base columns would be ignored (extra columns are): a missing --floating-base.
+    stray = () if floating else BASE_COLUMNS
     if path.suffix in _JSONL:
-        return _jsonl_rows(path, tuple(joint_names), ("q",))
-    return _csv_rows(path, tuple(joint_names))
+        return _jsonl_rows(path, tuple(columns), ("q",), poses=False, stray=stray)
+    return _csv_rows(path, tuple(columns), stray)
 
 
 def invalid_poses(values: np.ndarray) -> np.ndarray:
@@ -149,8 +165,22 @@ def invalid_poses(values: np.ndarray) -> np.ndarray:
     return ~finite | (norms < 1e-12).any(axis=1)
 
 
-def drop_invalid(rows: Rows, invalid: np.ndarray, on_invalid: OnInvalid) -> tuple[Rows, list[int]]:
-    """Drop the rows marked ``invalid`` (``skip``) or refuse the file (``error``).
+def invalid_q(values: np.ndarray, floating_base: bool = False) -> np.ndarray:
+    """(N,) bool: configuration rows (N, nq) with a non-finite value or, with a floating base, a zero base
+    quaternion (entries 3:7)."""
+    invalid = ~np.isfinite(values).all(axis=1)
+    if floating_base:
+        quaternion = values[:, 3 : len(POSE_COLUMNS)]
+        norms = np.linalg.norm(np.where(np.isfinite(quaternion), quaternion, 0.0), axis=1)
+        invalid |= norms < _ZERO_BASE_QUATERNION
+    return invalid
+
+
+def drop_invalid(
+    rows: Rows, invalid: np.ndarray, on_invalid: OnInvalid, reason: str = "NaN, non-numeric or zero quaternion"
+) -> tuple[Rows, list[int]]:
+    """Drop the rows marked ``invalid`` (``skip``) or refuse the file (``error``); ``reason`` says what makes a row
+    invalid in the message.
 
     Returns:
         The valid rows and the source lines of the dropped ones.
@@ -161,7 +191,7 @@ def drop_invalid(rows: Rows, invalid: np.ndarray, on_invalid: OnInvalid) -> tupl
     bad = rows.lines[invalid].tolist()
     if bad and on_invalid == "error":
         raise InputFileError(
-            f"{rows.path}: {len(bad)} invalid row(s) (NaN, non-numeric or zero quaternion) at line(s) "
+            f"{rows.path}: {len(bad)} invalid row(s) ({reason}) at line(s) "
             f"{format_lines(bad)}; fix them or pass --on-invalid skip"
         )
     keep = ~invalid
@@ -251,10 +281,12 @@ def _numpy_rows(path: Path, array: np.ndarray, width: int, expected: str) -> Row
     return Rows(array.astype(np.float64), np.arange(1, len(array) + 1), path)
 
 
-def _csv_rows(path: Path, columns: Sequence[str]) -> Rows:
+def _csv_rows(path: Path, columns: Sequence[str], stray: Sequence[str] = ()) -> Rows:
+    """Rows of a CSV file with a header naming ``columns`` (others ignored, unless it has every ``stray`` one)."""
     with path.open(newline="") as stream:
         reader = csv.reader(stream)
         header = [h.strip() for h in next(reader, [])]
+        _refuse_stray(path, "its header", header, stray)
         missing = [c for c in columns if c not in header]
         if missing:
             raise InputFileError(
@@ -271,7 +303,11 @@ def _csv_rows(path: Path, columns: Sequence[str]) -> Rows:
     return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
 
 
-def _jsonl_rows(path: Path, columns: Sequence[str], keys: Sequence[str]) -> Rows:
+def _jsonl_rows(
+    path: Path, columns: Sequence[str], keys: Sequence[str], *, poses: bool = True, stray: Sequence[str] = ()
+) -> Rows:
+    """Rows of a JSON-lines file (see :func:`_json_record`); ``poses``: the columns are poses, which may come as
+    4x4 matrices; objects with every ``stray`` key are refused."""
     values, lines = [], []
     with path.open() as stream:
         for line_number, line in enumerate(stream, start=1):
@@ -281,21 +317,26 @@ def _jsonl_rows(path: Path, columns: Sequence[str], keys: Sequence[str]) -> Rows
                 record = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InputFileError(f"{path}: line {line_number} is not JSON ({err.msg})") from err
-            values.append(_json_record(path, line_number, record, columns, keys))
+            if isinstance(record, dict):
+                _refuse_stray(path, f"line {line_number}", record, stray)
+            values.append(_json_record(path, line_number, record, columns, keys, poses=poses))
             lines.append(line_number)
     return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
 
 
-def _json_record(path: Path, line: int, record: object, columns: Sequence[str], keys: Sequence[str]) -> list[float]:
-    """One JSON line as ``len(columns)`` floats: a list under one of ``keys`` or one key per column."""
+def _json_record(
+    path: Path, line: int, record: object, columns: Sequence[str], keys: Sequence[str], *, poses: bool
+) -> list[float]:
+    """One JSON line as ``len(columns)`` floats: a list under one of ``keys`` (16 values per pose: a 4x4 matrix,
+    when ``poses``) or one key per column."""
     if not isinstance(record, dict):
         raise InputFileError(f"{path}: line {line} is not a JSON object")
     key = next((k for k in keys if k in record), None)
     if key is not None:
         flat = np.asarray(record[key], dtype=object).reshape(-1).tolist()
-        poses = len(columns) // len(POSE_COLUMNS)
-        if len(flat) == 16 * poses and len(columns) == len(POSE_COLUMNS) * poses:
-            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(poses, 4, 4)
+        frames = len(columns) // len(POSE_COLUMNS)
+        if poses and len(flat) == 16 * frames and len(columns) == len(POSE_COLUMNS) * frames:
+            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(frames, 4, 4)
             finite = bool(torch.isfinite(matrix).all())
             return matrix_to_pose(matrix).reshape(-1).tolist() if finite else [math.nan] * len(columns)
         if len(flat) != len(columns):
@@ -308,6 +349,15 @@ def _json_record(path: Path, line: int, record: object, columns: Sequence[str], 
             f"expected {' or '.join(keys)} or {','.join(columns)}"
         )
     return [_number(record[c]) for c in columns]
+
+
+def _refuse_stray(path: Path, where: str, names: Sequence[str] | dict[str, object], stray: Sequence[str]) -> None:
+    """Raise if ``names`` hold every ``stray`` column: a floating base's pose read by a robot without one."""
+    if stray and all(name in names for name in stray):
+        raise InputFileError(
+            f"{path}: {where} has the floating base's columns {','.join(stray)} but the robot has no floating base; "
+            "pass --floating-base, or drop those columns"
+        )
 
 
 def _number(x: object) -> float:

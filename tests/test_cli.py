@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 import pytest
 import torch
 
@@ -17,7 +18,7 @@ import ik_layer
 import ik_layer.cli as cli
 from ik_layer import load_robot, solve
 from ik_layer.cli import main
-from ik_layer.io import POSE_COLUMNS
+from ik_layer.io import BASE_COLUMNS, POSE_COLUMNS, pose_columns, q_columns
 from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.robots import builtin_robots
 
@@ -299,3 +300,167 @@ def test_bench_quick_writes_report_and_plots(tmp_path):
     plots = sorted(p.name for p in out.glob("*.png"))
     assert plots == ["error_histograms.png", "server_load.png", "success_vs_iterations.png", "throughput_vs_batch.png"]
     assert all((out / name).stat().st_size < 150_000 for name in plots)
+
+
+# --------------------------------------------------------------------------- floating base
+
+SOLO = "solo_description/robots/solo12.urdf"
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+FLOATING = ["--floating-base", "--ee-frames", ",".join(FEET)]
+
+
+@pytest.fixture(scope="module")
+def solo_urdf(erd_urdf) -> Path:
+    return erd_urdf(SOLO)
+
+
+@pytest.fixture(scope="module")
+def solo(solo_urdf) -> ik_layer.Robot:
+    return load_robot(solo_urdf, ee_frames=FEET, floating_base=True)
+
+
+@pytest.fixture(scope="module")
+def solo_q(solo) -> torch.Tensor:
+    """(6, 19) configurations: joints inside their limits, bases anywhere in a 1 m box, in any orientation."""
+    generator = torch.Generator().manual_seed(11)
+    q = solo.random_q((6,), generator=generator)
+    q[:, :3] = torch.rand(6, 3, generator=generator, dtype=q.dtype) - 0.5
+    quaternion = torch.randn(6, 4, generator=generator, dtype=q.dtype)
+    q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
+    return q
+
+
+def pinocchio_feet(urdf: Path, robot: ik_layer.Robot, q: np.ndarray) -> np.ndarray:
+    """(n, F, 4, 4) world poses of the feet from Pinocchio's free-flyer model of ``urdf`` (its own quaternion
+    normalisation: ``pin.normalize``)."""
+    model = pin.buildModelFromUrdf(str(urdf), pin.JointModelFreeFlyer())
+    data = model.createData()
+    cols = [model.joints[model.getJointId(n)].idx_q for n in robot.joint_names]
+    poses = np.empty((len(q), len(FEET), 4, 4))
+    for i, qi in enumerate(q):
+        q_pin = np.empty(model.nq)
+        q_pin[:7], q_pin[cols] = qi[:7], qi[7:]
+        q_pin = pin.normalize(model, q_pin)
+        pin.framesForwardKinematics(model, data, q_pin)
+        poses[i] = [data.oMf[model.getFrameId(f)].homogeneous for f in FEET]
+    return poses
+
+
+def write_q(path: Path, robot: ik_layer.Robot, q: np.ndarray) -> Path:
+    """Configurations with the base first (``base.x ... base.qw``, then the joints) in ``path``'s format."""
+    columns = q_columns(robot.joint_names, floating_base=True)
+    if path.suffix == ".csv":
+        return write_csv(path, columns, q.tolist())
+    if path.suffix == ".npz":
+        np.savez(path, q=q)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(dict(zip(columns, row, strict=True))) + "\n" for row in q.tolist()))
+    return path
+
+
+def read_feet(path: Path) -> np.ndarray:
+    """(n, F, 4, 4) poses of an fk CSV output with FRAME.x ... FRAME.qw columns."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    pose = np.array([[[float(r[f"{frame}.{c}"]) for c in POSE_COLUMNS] for frame in FEET] for r in rows])
+    return pose_to_matrix(torch.as_tensor(pose)).numpy()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz", ".jsonl"])
+def test_floating_base_fk_matches_pinocchio_free_flyer(tmp_path, solo, solo_urdf, solo_q, suffix):
+    q = solo_q.numpy().copy()
+    q[1, 3:7] *= 2.5  # a quaternion that is not unit: read as its rotation
+    q_file = write_q(tmp_path / f"q{suffix}", solo, q)
+    assert main(["fk", str(solo_urdf), str(q_file), "-o", str(tmp_path / "poses.csv"), *FLOATING]) == 0
+    np.testing.assert_allclose(read_feet(tmp_path / "poses.csv"), pinocchio_feet(solo_urdf, solo, q), atol=1e-10)
+
+
+def test_floating_base_solve_reaches_the_targets_in_pinocchio(tmp_path, solo, solo_urdf, solo_q, capsys):
+    """Targets: the feet (full poses) at FK of random configurations with random bases; every answer's Pinocchio
+    FK meets them, and the output names the base's columns."""
+    q_file = write_q(tmp_path / "q.csv", solo, solo_q.numpy())
+    targets, out = tmp_path / "targets.csv", tmp_path / "out.csv"
+    assert main(["fk", str(solo_urdf), str(q_file), "-o", str(targets), *FLOATING]) == 0
+    assert main(["solve", str(solo_urdf), str(targets), "-o", str(out), "--random-seed", "0", *FLOATING]) == 0
+    assert "6/6 solved" in capsys.readouterr().err
+    header = out.read_text().splitlines()[0].split(",")
+    assert header[: 1 + solo.nq] == ["line", *q_columns(solo.joint_names, floating_base=True)]
+    result = read_result(out, solo.nq)
+    assert result["success"].all() and result["q"].shape == (6, 19)
+    np.testing.assert_allclose(np.linalg.norm(result["q"][:, 3:7], axis=1), 1.0, atol=1e-12)
+    wanted = pinocchio_feet(solo_urdf, solo, solo_q.numpy())
+    err = pose_error(torch.as_tensor(wanted), torch.as_tensor(pinocchio_feet(solo_urdf, solo, result["q"])))
+    assert err[..., :3].norm(dim=-1).max() <= TOL[0] and err[..., 3:].norm(dim=-1).max() <= TOL[1]
+    # Warm starts carry the base too: started at the answers, nothing is left to do.
+    npz = tmp_path / "out.npz"
+    start = ["--warm-start", str(q_file), "--num-seeds", "1"]
+    assert main(["solve", str(solo_urdf), str(targets), "-o", str(npz), *start, *FLOATING]) == 0
+    with np.load(npz) as data:
+        assert (data["iterations"] <= 1).all() and data["q_columns"].tolist()[:7] == list(BASE_COLUMNS)
+
+
+def test_robots_on_a_floating_base(capsys):
+    assert main(["robots", "--floating-base"]) == 0
+    out = capsys.readouterr().out
+    assert "panda: 13 dof" in out and " ".join(BASE_COLUMNS) in out
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        pytest.param(
+            ["fk", "{urdf}", "{tmp}/joints.npy", *FLOATING],
+            "(N, 19): the base pose (7), then 12 joints, got",
+            id="npy-without-base",
+        ),
+        pytest.param(
+            ["fk", "{urdf}", "{tmp}/joints.csv", *FLOATING],
+            "header lacks column(s) base.x, base.y, base.z, base.qx",
+            id="csv-without-base",
+        ),
+        pytest.param(
+            ["fk", "{urdf}", "{tmp}/short.jsonl", *FLOATING], "line 1: 'q' has 12 values, expected 19", id="jsonl-short"
+        ),
+        pytest.param(
+            ["fk", "{urdf}", "{tmp}/zero.csv", *FLOATING],
+            "zero base quaternion (base.qx, base.qy, base.qz, base.qw",
+            id="zero-quaternion",
+        ),
+        pytest.param(
+            ["fk", "{urdf}", "{tmp}/zero.csv", "--ee-frames", "FL_FOOT"],
+            "has the floating base's columns base.x",
+            id="base-columns-without-flag",
+        ),
+        pytest.param(
+            ["solve", "{urdf}", "{tmp}/targets.csv", "-o", "{tmp}/o.csv", "--warm-start", "{tmp}/zero.csv", *FLOATING],
+            "invalid row(s) (NaN or non-numeric values, or a zero base quaternion",
+            id="zero-quaternion-warm-start",
+        ),
+    ],
+)
+def test_floating_base_bad_input_exits_2_with_one_line(tmp_path, solo, solo_urdf, solo_q, command, message, capsys):
+    q = solo_q.numpy().copy()
+    np.save(tmp_path / "joints.npy", q[:, 7:])
+    write_csv(tmp_path / "joints.csv", solo.joint_names, q[:, 7:].tolist())
+    (tmp_path / "short.jsonl").write_text(json.dumps({"q": q[0, 7:].tolist()}) + "\n")
+    write_csv(tmp_path / "targets.csv", pose_columns(FEET), matrix_to_pose(solo.fk(solo_q)).reshape(6, -1).tolist())
+    q[2, 3:7] = 0.0  # file line 4
+    write_q(tmp_path / "zero.csv", solo, q)
+    argv = [a.format(tmp=tmp_path, urdf=solo_urdf) for a in command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    if "zero.csv" in argv[2] and "--floating-base" in argv:
+        assert "line(s) 4;" in err
+
+
+def test_floating_base_zero_quaternion_rows_skipped_on_request(tmp_path, solo, solo_urdf, solo_q, capsys):
+    q = solo_q.numpy().copy()
+    q[2, 3:7] = 0.0  # file line 4
+    q_file = write_q(tmp_path / "q.csv", solo, q)
+    out = tmp_path / "poses.csv"
+    assert main(["fk", str(solo_urdf), str(q_file), "-o", str(out), "--on-invalid", "skip", *FLOATING]) == 0
+    assert "skipped 1 invalid row(s)" in capsys.readouterr().err
+    with out.open() as f:
+        assert [int(r["line"]) for r in csv.DictReader(f)] == [2, 3, 5, 6, 7]
+    np.testing.assert_allclose(read_feet(out), pinocchio_feet(solo_urdf, solo, q[[0, 1, 3, 4, 5]]), atol=1e-10)
