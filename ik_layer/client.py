@@ -6,10 +6,12 @@ the two classes only differ in how they run a flow (``httpx.Client`` and ``time.
 ``httpx.AsyncClient`` and ``asyncio.sleep``).
 
 The client takes targets in every form the library takes ((..., 4, 4) transforms or (..., 7) poses, any
-batch shape, tensors, arrays or nested lists), splits a batch larger than the server's ``--max-targets``
+batch shape, tensors, arrays or nested lists; (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector
+frames, in the order of its ``ee_frames``), splits a batch larger than the server's ``--max-targets``
 into several requests (the limit is read from the server's 413 answer once, then remembered), retries
 503 answers as ``Retry-After`` says (a bounded number of times and seconds), and raises the library's
-exception classes for refused requests. Needs ``pip install 'ik-layer[client]'`` (httpx).
+exception classes for refused requests. Results have the shapes :func:`ik_layer.solve` and
+:meth:`ik_layer.Robot.fk` give for the same robot. Needs ``pip install 'ik-layer[client]'`` (httpx).
 
 Example::
 
@@ -18,6 +20,7 @@ Example::
     with Client("http://127.0.0.1:8000") as client:
         result = client.solve("ur5e", targets)  # (..., 7) or (..., 4, 4)
         result.q, result.success, result.status
+        feet = client.solve("solo", feet_targets, weights=[1, 1, 1, 0, 0, 0])  # (..., 4, 4, 4): four feet
 """
 
 from __future__ import annotations
@@ -73,10 +76,16 @@ class RobotInfo:
 
     Attributes:
         name: the robot's name in URLs.
-        dof: number of joint coordinates.
-        joint_names: the joints, in the order of ``q``.
-        lower, upper: (dof,) float64 joint limits [rad or m].
-        ee_frame: the end-effector frame the targets are for.
+        dof: degrees of freedom: rows of a gradient (6 + joints with a floating base, else the joints).
+        joint_names: the joints, in the order of ``q`` (after the base pose with a floating base).
+        lower, upper: (joints,) float64 joint limits [rad or m].
+        ee_frame: the end-effector frame the targets are for (the first of ``ee_frames``).
+        nq: values in a configuration ``q``: the base pose ``[x, y, z, qx, qy, qz, qw]`` first with a floating
+            base, then the joints.
+        ee_frames: the end-effector frames, in order (one-frame robots: ``(ee_frame,)``); with several, targets
+            are (..., F, 4, 4) or (..., F, 7) in this order.
+        floating_base: whether ``q`` starts with the base pose.
+        locked: joints of the model the solver does not move, at their values [rad or m].
     """
 
     name: str
@@ -85,6 +94,20 @@ class RobotInfo:
     lower: Tensor
     upper: Tensor
     ee_frame: str
+    nq: int
+    ee_frames: tuple[str, ...]
+    floating_base: bool = False
+    locked: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def frames(self) -> int:
+        """Number of end-effector frames."""
+        return len(self.ee_frames)
+
+    @property
+    def target_shape(self) -> tuple[int, ...]:
+        """Shape of one target transform, as :attr:`ik_layer.Robot.target_shape`: (4, 4), or (F, 4, 4)."""
+        return (4, 4) if self.frames == 1 else (self.frames, 4, 4)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +119,8 @@ class RemoteIKResult(IKResult):
 
     Attributes:
         status: (...) str array, why each row stopped: ``solved``, ``exhausted``, ``deadline`` or ``cancelled``.
-        gradient: (..., dof, 6) dq/d(target twist) when asked for (``gradient=True``), else None.
+        gradient: (..., dof, 6) dq/d(target twist) when asked for (``gradient=True``), else None; (..., dof, F, 6)
+            for a robot with F end-effector frames, as :func:`ik_layer.target_gradient`.
     """
 
     status: np.ndarray
@@ -213,17 +237,7 @@ class _Core:
     def robots_flow(self) -> Flow[dict[str, RobotInfo]]:
         body = yield from self._exchange(_Call("GET", "/v1/robots"))
         try:
-            robots = {
-                r["name"]: RobotInfo(
-                    name=r["name"],
-                    dof=int(r["dof"]),
-                    joint_names=tuple(r["joint_names"]),
-                    lower=torch.tensor(r["lower"], dtype=torch.float64),
-                    upper=torch.tensor(r["upper"], dtype=torch.float64),
-                    ee_frame=r["ee_frame"],
-                )
-                for r in body["robots"]
-            }
+            robots = {r["name"]: _robot_info(r) for r in body["robots"]}
         except (KeyError, TypeError, ValueError) as err:
             raise ServiceError(f"unreadable /v1/robots answer: {err!r}", 200, body) from None
         self._robots = robots
@@ -232,16 +246,22 @@ class _Core:
     def fk_flow(self, robot: str, q: ArrayLike, pose: bool) -> Flow[Tensor]:
         q = _as_float64(q, "q")
         if q.dim() == 0:
-            raise ShapeError("q must have shape (..., dof), got a scalar")
+            raise ShapeError("q must have shape (..., nq), got a scalar")
         if not torch.isfinite(q).all():
             raise NonFiniteError("q holds NaN or infinite values")
-        batch, dof = q.shape[:-1], q.shape[-1]
-        rows = q.reshape(-1, dof).tolist()
+        batch, nq = q.shape[:-1], q.shape[-1]
+        rows = q.reshape(-1, nq).tolist()
         path = _robot_path(robot, "fk")
         answers = yield from self._in_chunks(path, len(rows), lambda a, b: {"q": rows[a:b]}, "poses", self.timeout)
-        poses = torch.tensor([p["position"] + p["orientation"] for p in answers], dtype=torch.float64).reshape(
-            *batch, 7
-        )
+        frames: tuple[str, ...] = ()
+        if not answers or any(not _is_pose(p) for p in answers):  # keyed by frame (or nothing to tell by)
+            info = yield from self._info(robot)
+            frames = info.ee_frames if info.frames > 1 else ()
+        try:
+            values = [_pose_values(p, frames) for p in answers]
+            poses = torch.tensor(values, dtype=torch.float64).reshape(*batch, *((len(frames),) if frames else ()), 7)
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise ServiceError(f"unreadable FK answer: {err!r}", 200) from None
         return poses if pose else pose_to_matrix(poses)
 
     def solve_flow(
@@ -250,15 +270,21 @@ class _Core:
         targets: ArrayLike,
         options: SolveOptions | None,
         warm_start: ArrayLike | None,
+        weights: ArrayLike | None,
         gradient: bool,
         timeout: float | None,
         numpy: bool,
         option_changes: dict[str, Any],
     ) -> Flow[RemoteIKResult]:
-        poses, batch = _target_poses(targets)
+        checked = _checked_targets(targets)
+        path = _robot_path(robot, "ik")
+        info = yield from self._info(robot)
+        poses, batch = _target_poses(checked, info)
         n = poses.shape[0]
         starts = None if warm_start is None else _warm_start_rows(warm_start, n)
         fields = _option_fields(options, option_changes)
+        if weights is not None:
+            fields["weights"] = _weights_field(weights, info)
         if not isinstance(gradient, bool):
             raise IKLayerError(f"gradient must be True or False, got {gradient!r}")
         if timeout is not None:
@@ -268,27 +294,28 @@ class _Core:
         if gradient:
             fields["return_gradient"] = True
         if n == 0:
-            dof = yield from self._dof(robot)
-            return _ik_result([], batch, dof, gradient, numpy)
-        pose_rows = poses.tolist()
+            return _ik_result([], batch, info, gradient, numpy)
+        keyed = info.ee_frames if info.frames > 1 else None
+        json_targets = [_pose_json(p, keyed) for p in poses.tolist()]
         start_rows = None if starts is None else starts.tolist()
 
         def body(a: int, b: int) -> dict[str, Any]:
-            request: dict[str, Any] = {"targets": [{"position": p[:3], "orientation": p[3:]} for p in pose_rows[a:b]]}
+            request: dict[str, Any] = {"targets": json_targets[a:b]}
             if start_rows is not None:
                 request["warm_start"] = start_rows[a:b]
             return {**request, **fields}
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
-        solutions = yield from self._in_chunks(_robot_path(robot, "ik"), n, body, "solutions", http_timeout)
-        return _ik_result(solutions, batch, len(solutions[0]["q"]), gradient, numpy)
+        solutions = yield from self._in_chunks(path, n, body, "solutions", http_timeout)
+        return _ik_result(solutions, batch, info, gradient, numpy)
 
-    def _dof(self, robot: str) -> Flow[int]:
+    def _info(self, robot: str) -> Flow[RobotInfo]:
+        """The server's description of ``robot`` (asked for once, then kept)."""
         if robot not in self._robots:
             yield from self.robots_flow()
         if robot not in self._robots:
             raise RemoteRobotNotFound(robot, sorted(self._robots))
-        return self._robots[robot].dof
+        return self._robots[robot]
 
     def _in_chunks(
         self, path: str, n: int, body: Callable[[int, int], dict[str, Any]], key: str, timeout: float
@@ -417,24 +444,99 @@ def _as_float64(x: ArrayLike, name: str) -> Tensor:
     return t.to("cpu", torch.float64)
 
 
-def _target_poses(targets: ArrayLike) -> tuple[Tensor, torch.Size]:
-    """(n, 7) poses of ``targets`` ((..., 7) or (..., 4, 4), checked as the library does) and their batch shape."""
+def _robot_info(r: dict[str, Any]) -> RobotInfo:
+    """A :class:`RobotInfo` from one entry of ``/v1/robots`` (older servers: one frame, nq = dof)."""
+    dof = int(r["dof"])
+    ee_frames = r.get("ee_frames", [r["ee_frame"]])
+    if not isinstance(ee_frames, list) or not ee_frames or not all(isinstance(f, str) for f in ee_frames):
+        raise ValueError(f"ee_frames must be a non-empty list of names, got {ee_frames!r}")
+    return RobotInfo(
+        name=r["name"],
+        dof=dof,
+        joint_names=tuple(r["joint_names"]),
+        lower=torch.tensor(r["lower"], dtype=torch.float64),
+        upper=torch.tensor(r["upper"], dtype=torch.float64),
+        ee_frame=r["ee_frame"],
+        nq=int(r.get("nq", dof)),
+        ee_frames=tuple(ee_frames),
+        floating_base=bool(r.get("floating_base", False)),
+        locked={str(k): float(v) for k, v in r.get("locked", {}).items()},
+    )
+
+
+def _checked_targets(targets: ArrayLike) -> Tensor:
+    """``targets`` as float64, checked as the library does (shape (..., 7) or (..., 4, 4), finiteness, rigidity,
+    non-zero quaternions); (..., 7) poses stay poses, transforms stay transforms."""
     t = _as_float64(targets, "targets")
-    matrices = as_transform(t, "targets")  # shape, finiteness, rigidity, non-zero quaternions
-    if t.dim() >= 1 and t.shape[-1] == 7:
-        return t.reshape(-1, 7), t.shape[:-1]
-    poses = torch.cat((matrices[..., :3, 3], matrix_to_quaternion(matrices[..., :3, :3])), dim=-1)
-    return poses.reshape(-1, 7), t.shape[:-2]
+    as_transform(t, "targets")
+    return t
+
+
+def _target_poses(t: Tensor, info: RobotInfo) -> tuple[Tensor, torch.Size]:
+    """(n, 7) poses of checked targets (..., 7) or (..., 4, 4) and their batch shape; (n, F, 7) from (..., F, 7)
+    or (..., F, 4, 4) for a robot with F end-effector frames.
+
+    Raises:
+        ShapeError: the targets do not end with the robot's F frames.
+    """
+    frames = () if info.frames == 1 else (info.frames,)
+    is_pose = t.dim() >= 1 and t.shape[-1] == 7
+    inner = t.shape[t.dim() - 1 :] if is_pose else t.shape[t.dim() - 2 :]
+    outer = t.shape[: t.dim() - len(inner)]
+    if tuple(outer[len(outer) - len(frames) :]) != frames:
+        names = ", ".join(info.ee_frames)
+        raise ShapeError(
+            f"targets for {info.name} (frames {names}) must have shape (..., {info.frames}, 4, 4) or "
+            f"(..., {info.frames}, 7), got {tuple(t.shape)}"
+        )
+    batch = outer[: len(outer) - len(frames)]
+    poses = t if is_pose else torch.cat((t[..., :3, 3], matrix_to_quaternion(t[..., :3, :3])), dim=-1)
+    return poses.reshape(-1, *frames, 7), batch
+
+
+def _pose_json(p: list[Any], frames: Sequence[str] | None) -> dict[str, Any]:
+    """A target of the API: ``{"position", "orientation"}`` of a 7-list, or with ``frames`` an object frame -> it."""
+    if frames is None:
+        return {"position": p[:3], "orientation": p[3:]}
+    return {frame: {"position": x[:3], "orientation": x[3:]} for frame, x in zip(frames, p, strict=True)}
+
+
+def _is_pose(p: Any) -> bool:
+    return isinstance(p, dict) and "position" in p
+
+
+def _pose_values(p: Any, frames: Sequence[str]) -> list[Any]:
+    """``[x, y, z, qx, qy, qz, qw]`` of an answered pose, or (F, 7) values of an object keyed by ``frames``."""
+    if not frames:
+        return p["position"] + p["orientation"]
+    return [p[frame]["position"] + p[frame]["orientation"] for frame in frames]
+
+
+def _weights_field(weights: ArrayLike, info: RobotInfo) -> list[float] | dict[str, list[float]]:
+    """The request's ``weights``: (6,) for every frame, or (F, 6) per frame (as an object frame -> 6 numbers)."""
+    w = _as_float64(weights, "weights")
+    per_frame = info.frames > 1 and tuple(w.shape) == (info.frames, 6)
+    if tuple(w.shape) != (6,) and not per_frame:
+        shapes = "(6,)" if info.frames == 1 else f"(6,) or ({info.frames}, 6)"
+        raise ShapeError(
+            f"weights for {info.name} must have shape {shapes}, the same for every target (the service takes "
+            f"no per-target weights), got {tuple(w.shape)}"
+        )
+    if not torch.isfinite(w).all():
+        raise NonFiniteError("weights hold NaN or infinite values")
+    if per_frame:
+        return dict(zip(info.ee_frames, w.tolist(), strict=True))
+    return w.tolist()
 
 
 def _warm_start_rows(warm_start: ArrayLike, n: int) -> Tensor:
-    """(n, dof) warm starts from (..., dof) with n rows, or one (dof,) row for every target."""
+    """(n, nq) warm starts from (..., nq) with n rows, or one (nq,) row for every target."""
     w = _as_float64(warm_start, "warm_start")
     if w.dim() == 1:
         return w.expand(n, w.shape[0])
     if w.dim() == 0 or w[..., 0].numel() != n:
         raise ShapeError(
-            f"warm_start must have shape (..., dof) with one row per target ({n}) or (dof,), got {tuple(w.shape)}"
+            f"warm_start must have shape (..., nq) with one row per target ({n}) or (nq,), got {tuple(w.shape)}"
         )
     if not torch.isfinite(w).all():
         raise NonFiniteError("warm_start holds NaN or infinite values")
@@ -454,11 +556,11 @@ def _option_fields(options: SolveOptions | None, changes: dict[str, Any]) -> dic
 
 
 def _ik_result(
-    solutions: list[dict[str, Any]], batch: torch.Size, dof: int, gradient: bool, numpy: bool
+    solutions: list[dict[str, Any]], batch: torch.Size, info: RobotInfo, gradient: bool, numpy: bool
 ) -> RemoteIKResult:
     """The :class:`RemoteIKResult` of the server's ``solutions``, reshaped to the targets' ``batch`` shape."""
     try:
-        q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64).reshape(*batch, dof)
+        q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64).reshape(*batch, info.nq)
         values = {
             "q": q,
             "success": torch.tensor([s["success"] for s in solutions], dtype=torch.bool).reshape(batch),
@@ -471,17 +573,22 @@ def _ik_result(
             "iterations": torch.tensor([s["iterations"] for s in solutions], dtype=torch.int64).reshape(batch),
         }
         status = np.array([str(s["status"]) for s in solutions], dtype=np.str_).reshape(tuple(batch))
-        grad = (
-            torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64).reshape(*batch, dof, 6)
-            if gradient
-            else None
-        )
+        grad = _gradients(solutions, batch, info) if gradient else None
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise ServiceError(f"unreadable IK answer: {err!r}", 200) from None
     if numpy:
         values = {k: v.numpy() for k, v in values.items()}
         grad = None if grad is None else grad.numpy()
     return RemoteIKResult(**values, status=status, gradient=grad)
+
+
+def _gradients(solutions: list[dict[str, Any]], batch: torch.Size, info: RobotInfo) -> Tensor:
+    """(..., dof, 6) gradients of ``solutions``; (..., dof, F, 6) for F frames (answered as frame -> dof x 6)."""
+    if info.frames == 1:
+        return torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64).reshape(*batch, info.dof, 6)
+    rows = [[s["gradient"][frame] for frame in info.ee_frames] for s in solutions]  # (n, F, dof, 6)
+    by_frame = torch.tensor(rows, dtype=torch.float64).reshape(-1, info.frames, info.dof, 6)
+    return by_frame.transpose(1, 2).reshape(*batch, info.dof, info.frames, 6)
 
 
 # --- the two clients: they only run flows ----------------------------------------------------------------------
@@ -492,26 +599,31 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
         Args:
             robot: the robot's name on the server (see :meth:`robots`).
             targets: ``T_base_ee`` targets (..., 4, 4) or poses (..., 7) ``[x, y, z, qx, qy, qz, qw]``
-                (tensor, array or nested lists), any batch shape; batches over the server's limit go in
-                several requests.
+                (tensor, array or nested lists), any batch shape; (..., F, 4, 4) or (..., F, 7) for a robot
+                with F end-effector frames, in the order of its ``ee_frames``; batches over the server's limit
+                go in several requests.
             options: solver options to send in full (default: only ``**option_changes``; the server's
                 defaults fill in the rest).
-            warm_start: (..., dof) one configuration per target, or (dof,) for all.
-            gradient: also return dq/d(target twist), (..., dof, 6).
+            warm_start: (..., nq) one configuration per target, or (nq,) for all (with a floating base, the
+                base pose ``[x, y, z, qx, qy, qz, qw]`` first).
+            weights: error weights of ``[x, y, z, rx, ry, rz]`` for every target: (6,), or (F, 6) per frame
+                (zeros drop an axis: ``[1, 1, 1, 0, 0, 0]`` is position-only); default ones.
+            gradient: also return dq/d(target twist), (..., dof, 6), or (..., dof, F, 6) with F frames.
             timeout: the server's time limit per request [s]; rows unfinished then come back with
                 ``status == "deadline"`` (default: the server's).
             numpy: numpy arrays instead of tensors.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:
-            A :class:`RemoteIKResult` (an :class:`ik_layer.IKResult`) with the targets' batch shape.
+            A :class:`RemoteIKResult` (an :class:`ik_layer.IKResult`) with the targets' batch shape. The first
+            solve for a robot reads its description (frames, nq) from ``/v1/robots`` once; see :meth:`robots`.
 
         Raises:
             RemoteRobotNotFound: no such robot on the server.
             InvalidRequest: the server refused the request (422); ``errors`` holds its reasons.
             RequestTooLarge: a single target is over the server's size or work limits.
             ServiceUnavailable: the server stayed busy through the retries.
-            IKLayerError: bad input found before sending (shapes, non-finite values, unknown options).
+            IKLayerError: bad input found before sending (shapes, frames, non-finite values, unknown options).
         """
 
 
@@ -554,7 +666,8 @@ class Client:
         return self._run(self._core.robots_flow())
 
     def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
-        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., dof); poses (..., 7) with ``pose=True``."""
+        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., nq); poses (..., 7) with ``pose=True``;
+        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames."""
         return self._run(self._core.fk_flow(robot, q, pose))
 
     def solve(
@@ -564,12 +677,15 @@ class Client:
         options: SolveOptions | None = None,
         *,
         warm_start: ArrayLike | None = None,
+        weights: ArrayLike | None = None,
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
         **option_changes: Any,
     ) -> RemoteIKResult:
-        flow = self._core.solve_flow(robot, targets, options, warm_start, gradient, timeout, numpy, option_changes)
+        flow = self._core.solve_flow(
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes
+        )
         return self._run(flow)
 
     solve.__doc__ = _SOLVE_DOC
@@ -629,7 +745,8 @@ class AsyncClient:
         return await self._run(self._core.robots_flow())
 
     async def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
-        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., dof); poses (..., 7) with ``pose=True``."""
+        """End-effector transforms (..., 4, 4) of configurations ``q`` (..., nq); poses (..., 7) with ``pose=True``;
+        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames."""
         return await self._run(self._core.fk_flow(robot, q, pose))
 
     async def solve(
@@ -639,12 +756,15 @@ class AsyncClient:
         options: SolveOptions | None = None,
         *,
         warm_start: ArrayLike | None = None,
+        weights: ArrayLike | None = None,
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
         **option_changes: Any,
     ) -> RemoteIKResult:
-        flow = self._core.solve_flow(robot, targets, options, warm_start, gradient, timeout, numpy, option_changes)
+        flow = self._core.solve_flow(
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes
+        )
         return await self._run(flow)
 
     solve.__doc__ = _SOLVE_DOC

@@ -29,6 +29,9 @@ _log = logging.getLogger("server")
 _DESCRIPTION = """Batched inverse and forward kinematics for the loaded robots.
 
 Units: metres and radians; orientations are quaternions `(x, y, z, w)` as in ROS.
+A robot with several end-effector frames (`ee_frames` in `/v1/robots`) takes each target, and
+gives each FK pose and gradient, as an object keyed by frame name. With a floating base, a
+configuration `q` (nq values) starts with the base pose `[x, y, z, qx, qy, qz, qw]`.
 Concurrent IK requests for one robot share its solver engine (continuous batching):
 their rows join the running solve between iteration blocks and each request is
 answered as soon as its own rows finish. Every request has a time limit; unreachable

@@ -1,12 +1,18 @@
 """Stage 1, decode: a request body -> a validated model -> CPU tensors in the robot's dtype, checked against it.
 
 :func:`parse` runs pydantic (:mod:`ik_layer.server.schemas`: strict JSON types, bounds) and reports at most
-:data:`MAX_REPORTED_ERRORS` errors, without echoing the input. What is left needs the robot (its number of joints)
-or the server's limits (rows per request, time limits).
+:data:`MAX_REPORTED_ERRORS` errors, without echoing the input. What is left needs the robot (its end-effector
+frames, the size of a configuration) or the server's limits (rows per request, time limits).
+
+Frames: a robot with several end-effector frames (:func:`frame_keys`) takes each target as an object mapping
+every frame name to a pose, and weights as 6 numbers or an object frame -> 6 numbers; its targets become
+(n, F, 7) tensors in the robot's frame order. A robot with one frame takes a pose (or an object holding its one
+frame) and gives (n, 7) tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -16,10 +22,13 @@ from torch import Tensor
 
 from ik_layer import OPTION_SPECS, Robot, SolveOptions
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
-from ik_layer.server.schemas import FKRequest, IKRequest
+from ik_layer.server.schemas import UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings
 
-__all__ = ["MAX_REPORTED_ERRORS", "IKJob", "fk_configurations", "ik_job", "parse"]
+__all__ = ["MAX_REPORTED_ERRORS", "IKJob", "fk_configurations", "frame_keys", "frames_of", "ik_job", "parse"]
+
+_BASE_NQ = 7  # [x, y, z, qx, qy, qz, qw] of a floating base
+_MIN_QUATERNION_NORM = 1e-6  # as a target's (schemas.Pose)
 
 MAX_REPORTED_ERRORS = 10
 """Validation errors listed in a 422 answer at most (the answer says how many there were)."""
@@ -37,7 +46,20 @@ def parse(model: type[M], body: bytes) -> M:
         return model.model_validate_json(body, strict=True)
     except ValidationError as err:
         errors = err.errors(include_url=False, include_context=False, include_input=False)
-        raise InvalidBody(errors[:MAX_REPORTED_ERRORS], err.error_count()) from None
+        first = [{**e, "loc": tuple(x for x in e["loc"] if x not in UNION_TAGS)} for e in errors[:MAX_REPORTED_ERRORS]]
+        raise InvalidBody(first, err.error_count()) from None
+
+
+def frames_of(robot: Robot) -> tuple[str, ...]:
+    """The robot's end-effector frames, in order (one-frame robots: ``(ee_frame,)``)."""
+    return tuple(robot.ee_frames) if robot.ee_frames is not None else (robot.ee_frame,)
+
+
+def frame_keys(robot: Robot) -> tuple[str, ...] | None:
+    """The frames that key targets, weights, FK poses and gradients in the API: the robot's ``ee_frames`` when it
+    has several; None for one frame (plain poses), however it was loaded."""
+    frames = frames_of(robot)
+    return frames if len(frames) > 1 else None
 
 
 @dataclass(frozen=True)
@@ -45,12 +67,14 @@ class IKJob:
     """One IK request as CPU tensors in the robot's dtype.
 
     Attributes:
-        targets: (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``, quaternions normalised.
-        warm_start: (n, dof) warm starts, or None.
+        targets: (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``, quaternions normalised; (n, F, 7) for a robot
+            with F end-effector frames (``robot.target_shape``), in its frame order.
+        warm_start: (n, nq) warm starts, or None.
         options: the solver options, the server's defaults for those the request left out; jobs with equal
             options may share a batch.
         gradient: whether the request asked for dq/d(target twist).
         timeout: time limit of the request [s], from its arrival.
+        weights: error weights of every target, (6,) or (F, 6) (broadcast to the targets); None: ones.
     """
 
     targets: Tensor
@@ -58,11 +82,17 @@ class IKJob:
     options: SolveOptions
     gradient: bool
     timeout: float
+    weights: Tensor | None = None
 
     @property
     def rows(self) -> int:
         """Number of targets."""
         return self.targets.shape[0]
+
+    @property
+    def frames(self) -> int:
+        """End-effector frames per target (1 for one-frame robots)."""
+        return self.targets.shape[1] if self.targets.dim() == 3 else 1
 
 
 def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
@@ -70,7 +100,8 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
 
     Raises:
         TooManyRows: more targets than ``settings.max_targets``.
-        FieldError: a warm-start row of the wrong length, or a timeout over ``settings.max_timeout``.
+        FieldError: a target or weights not keyed by the robot's frames, a warm-start row of the wrong length
+            (or a floating base's zero quaternion), or a timeout over ``settings.max_timeout``.
     """
     _check_rows("targets", len(request.targets), settings.max_targets)
     timeout = settings.timeout if request.timeout is None else request.timeout
@@ -79,17 +110,18 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
             ("body", "timeout"), f"timeout is {timeout:g} s; this server allows at most {settings.max_timeout:g} s"
         )
     options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in OPTION_SPECS})
-    targets = torch.tensor([t.position + t.orientation for t in request.targets], dtype=robot.dtype)
+    targets = _targets(robot, request.targets)
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
-    return IKJob(targets, warm_start, options, gradient=request.return_gradient, timeout=timeout)
+    weights = None if request.weights is None else _weights(robot, request.weights)
+    return IKJob(targets, warm_start, options, gradient=request.return_gradient, timeout=timeout, weights=weights)
 
 
 def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> Tensor:
-    """The (n, dof) configurations of an FK request.
+    """The (n, nq) configurations of an FK request.
 
     Raises:
         TooManyRows: more configurations than ``settings.max_targets``.
-        FieldError: a configuration of the wrong length.
+        FieldError: a configuration of the wrong length, or a floating base's zero quaternion.
     """
     _check_rows("q", len(request.q), settings.max_targets)
     return _configurations(robot, request.q, "q")
@@ -100,11 +132,65 @@ def _check_rows(field: str, rows: int, limit: int) -> None:
         raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
 
 
+def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]]) -> Tensor:
+    """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``)."""
+    frames = frames_of(robot)
+    rows: list[list[list[float]]] = []
+    for i, target in enumerate(targets):
+        if isinstance(target, Pose):
+            if len(frames) > 1:
+                raise FieldError(
+                    ("body", "targets", i),
+                    f"targets[{i}] is one pose but {robot.name} has {len(frames)} end-effector frames: give an "
+                    f"object mapping each of {_names(frames)} to its pose",
+                )
+            rows.append([target.position + target.orientation])
+            continue
+        _check_frames(robot, frames, target, f"targets[{i}]", ("body", "targets", i), every=True)
+        rows.append([target[frame].position + target[frame].orientation for frame in frames])
+    poses = torch.tensor(rows, dtype=robot.dtype)  # (n, F, 7)
+    return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
+
+
+def _weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Tensor:
+    """(6,) weights for every frame, or (F, 6) from an object frame -> 6 numbers (frames left out: ones)."""
+    if isinstance(weights, list):
+        return torch.tensor(weights, dtype=robot.dtype)
+    frames = frames_of(robot)
+    _check_frames(robot, frames, weights, "weights", ("body", "weights"), every=False)
+    rows = torch.tensor([weights.get(frame, [1.0] * 6) for frame in frames], dtype=robot.dtype)
+    return rows.reshape(*robot.target_shape[:-2], 6)
+
+
+def _check_frames(
+    robot: Robot, frames: tuple[str, ...], given: dict[str, object], field: str, loc: tuple[str | int, ...], every: bool
+) -> None:
+    """Refuse frame names that are not the robot's, and (``every``) frames left out, naming them."""
+    unknown = [name for name in given if name not in frames]
+    missing = [name for name in frames if name not in given] if every else []
+    if unknown or missing:
+        problems = ([f"unknown frame(s) {_names(unknown)}"] if unknown else []) + (
+            [f"no pose for {_names(missing)}"] if missing else []
+        )
+        raise FieldError(loc, f"{field} has {' and '.join(problems)}; {robot.name}'s frames are {_names(frames)}")
+
+
+def _names(names: Sequence[str], most: int = 8) -> str:
+    shown = ", ".join(repr(name[:64]) for name in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def _configurations(robot: Robot, rows: list[list[float]], field: str) -> Tensor:
-    """(n, dof) tensor of ``rows``, each checked to hold ``robot.dof`` values."""
+    """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion)."""
+    size = f"{robot.nq} joints"
+    if robot.floating_base:
+        size = f"{robot.nq} values ({_BASE_NQ} base + {robot.nq - _BASE_NQ} joints)"
     for i, row in enumerate(rows):
-        if len(row) != robot.dof:
+        if len(row) != robot.nq:
+            raise FieldError(("body", field, i), f"{field}[{i}] has {len(row)} values but {robot.name} has {size}")
+        if robot.floating_base and sum(x * x for x in row[3:_BASE_NQ]) <= _MIN_QUATERNION_NORM**2:
             raise FieldError(
-                ("body", field, i), f"{field}[{i}] has {len(row)} values but {robot.name} has {robot.dof} joints"
+                ("body", field, i),
+                f"{field}[{i}] has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero",
             )
     return torch.tensor(rows, dtype=robot.dtype)

@@ -1,24 +1,40 @@
-"""Stage 4, encode: tensors -> response models (solutions, poses, robot descriptions)."""
+"""Stage 4, encode: tensors -> response models (solutions, poses, robot descriptions).
+
+A robot with several end-effector frames answers with objects keyed by its frame names (see
+:func:`ik_layer.server.decode.frame_keys`): FK poses ``{frame: Pose}`` and gradients ``{frame: dof x 6}``.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+import torch
 from torch import Tensor
 
 from ik_layer import Robot
+from ik_layer.server.decode import frames_of
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, IKSolution, Pose, RobotInfo
 
 __all__ = ["ik_response", "poses", "robot_info", "solutions"]
 
+_BASE_NQ = 7
 
-def solutions(prediction: Prediction) -> list[IKSolution]:
-    """One solution per row of ``prediction``, with its gradient if the request asked for it."""
+
+def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> list[IKSolution]:
+    """One solution per row of ``prediction``, with its gradient if the request asked for it.
+
+    Args:
+        prediction: the rows' answers; its gradient (n, dof, 6), or (n, dof, F, 6) with ``frames``.
+        frames: the F frames keying each gradient (``{frame: dof x 6}``), or None for one frame (dof x 6).
+    """
     result = prediction.result
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
-    gradients = [None] * len(q) if prediction.gradient is None else prediction.gradient.tolist()
+    gradients: list = [None] * len(q)
+    if prediction.gradient is not None:
+        gradients = _gradients(prediction.gradient, frames)
     return [
         IKSolution.model_construct(
             q=q[i],
@@ -33,37 +49,61 @@ def solutions(prediction: Prediction) -> list[IKSolution]:
     ]
 
 
-def ik_response(robot: str, prediction: Prediction) -> bytes:
-    """The JSON body answering an IK request of ``robot`` (``gradient`` left out unless asked)."""
-    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction))
+def ik_response(robot: str, prediction: Prediction, frames: Sequence[str] | None = None) -> bytes:
+    """The JSON body answering an IK request of ``robot`` (``gradient`` left out unless asked; keyed by
+    ``frames`` for a robot with several)."""
+    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction, frames))
     return response.model_dump_json(exclude_none=True).encode()
 
 
-def poses(pose_rows: Tensor) -> list[Pose]:
-    """:class:`Pose` models of (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``."""
-    return [Pose.model_construct(position=p[:3], orientation=p[3:]) for p in pose_rows.tolist()]
+def poses(pose_rows: Tensor, frames: Sequence[str] | None = None) -> list[Pose] | list[dict[str, Pose]]:
+    """:class:`Pose` models of (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``; with ``frames``, of (n, F, 7) poses as
+    objects frame -> :class:`Pose`."""
+    if frames is None:
+        return [_pose(p) for p in pose_rows.reshape(-1, 7).tolist()]
+    return [{frame: _pose(p) for frame, p in zip(frames, row, strict=True)} for row in pose_rows.tolist()]
 
 
 def robot_info(robot: Robot) -> RobotInfo:
     """The public description of a robot."""
     return RobotInfo(
         name=robot.name,
+        nq=robot.nq,
         dof=robot.dof,
         joint_names=list(robot.joint_names),
         lower=robot.lower.tolist(),
         upper=robot.upper.tolist(),
         ee_frame=robot.ee_frame,
+        ee_frames=list(frames_of(robot)),
+        floating_base=robot.floating_base,
         locked=_locked(robot),
     )
 
 
+def _pose(p: list[float]) -> Pose:
+    return Pose.model_construct(position=p[:3], orientation=p[3:])
+
+
+def _gradients(gradient: Tensor, frames: Sequence[str] | None) -> list:
+    """Rows of a (n, dof, [F,] 6) gradient: dof x 6 lists, or with ``frames`` objects frame -> dof x 6."""
+    n, dof = gradient.shape[:2]
+    if frames is None:
+        return gradient.reshape(n, dof, 6).tolist()
+    by_frame = torch.movedim(gradient, 2, 1).tolist()  # (n, F, dof, 6)
+    return [dict(zip(frames, row, strict=True)) for row in by_frame]
+
+
 def _locked(robot: Robot) -> dict[str, float]:
-    """The one-coordinate joints of the full model that are not the robot's, at the values they are held at."""
+    """The one-coordinate joints of the full model that neither move nor follow a moving joint, at the values they
+    are held at."""
     model = robot.full_model
-    full_q = robot.to_full_pinocchio_q(robot.lower.new_zeros(robot.dof)).tolist()
+    q = robot.lower.new_zeros(robot.nq)
+    if robot.floating_base:
+        q[_BASE_NQ - 1] = 1.0  # the base at the origin: a unit quaternion
+    full_q = robot.to_full_pinocchio_q(q).tolist()
     held: dict[str, float] = {}
     for joint, name in zip(model.joints[1:], model.names[1:], strict=True):
-        if name in robot.joint_names:
+        if name in robot.joint_names or name in robot.mimic:
             continue
         if joint.nq == 1:
             held[name] = full_q[joint.idx_q]

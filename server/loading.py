@@ -2,7 +2,9 @@
 
 A spec is a built-in name (``"ur5e"``), a model file with an optional end-effector frame
 (``"arm.urdf:tool0"``; URDF, MJCF ``.xml`` or ``.xacro``), or ``"@robots.json"``: a JSON list of
-:class:`RobotSpec` objects, for what a string cannot say (a name of its own, active or locked joints).
+:class:`RobotSpec` objects, for what a string cannot say (a name of its own, several end-effector frames,
+a floating base, active or locked joints). Each robot is served by a solver engine
+(:class:`ik_layer.engine.Engine`); a robot the engine refuses stops the server at start.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 import ik_layer
-from ik_layer import IKLayerError, Robot, SolveOptions, UnsupportedModelError
+from ik_layer import IKLayerError, Robot, SolveOptions
 from ik_layer.lie import matrix_to_pose
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
@@ -31,9 +33,28 @@ class RobotSpec(BaseModel):
 
     source: str = Field(description="built-in name or model file (URDF, MJCF .xml, .xacro)")
     name: str | None = Field(None, min_length=1, description="name in the API (default: the robot's own)")
-    ee_frame: str | None = None
+    ee_frame: str | None = Field(None, description="the end-effector frame (default: the model's)")
+    ee_frames: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="several end-effector frames solved at once (not with ee_frame); one name is the same as ee_frame",
+    )
+    floating_base: StrictBool = Field(False, description="a free-flyer base: q starts with the base pose")
     active_joints: list[str] | None = None
     locked: dict[str, float] | None = Field(None, description="joint name -> value [rad or m] held fixed")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_frames(self) -> RobotSpec:
+        if self.ee_frame is not None and self.ee_frames is not None:
+            raise ValueError("give ee_frame or ee_frames, not both")
+        return self
+
+    def frames(self) -> tuple[str | None, list[str] | None]:
+        """``(ee_frame, ee_frames)`` for :func:`ik_layer.load_robot`; one name in ``ee_frames`` loads as
+        ``ee_frame`` (a one-frame robot: plain poses in the API)."""
+        if self.ee_frames is not None and len(self.ee_frames) == 1:
+            return self.ee_frames[0], None
+        return self.ee_frame, self.ee_frames
 
 
 def parse_robot_spec(spec: str) -> tuple[str, str | None]:
@@ -69,15 +90,10 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
     """
     robots: dict[str, Robot] = {}
     for spec in robot_specs(entries):
-        options = {"active_joints": spec.active_joints, "locked": spec.locked}
-        robot = ik_layer.load_robot(spec.source, spec.ee_frame, dtype=dtype, device=device, **options)
+        ee_frame, ee_frames = spec.frames()
+        options = {"active_joints": spec.active_joints, "locked": spec.locked, "floating_base": spec.floating_base}
+        robot = ik_layer.load_robot(spec.source, ee_frame, ee_frames=ee_frames, dtype=dtype, device=device, **options)
         robot.name = spec.name or robot.name
-        if not robot.engine_supported:
-            raise UnsupportedModelError(
-                f"robot {robot.name!r} (from {spec.source!r}) has several end-effector frames or mimic joints in its "
-                "chain; the server solves on the engine, which takes one frame without mimic joints (the library "
-                "solves the others on its reference path)"
-            )
         if robot.name in robots:
             raise ValueError(f"two robots are named {robot.name!r} (from {spec.source!r}); give each a name")
         robots[robot.name] = robot
@@ -97,7 +113,9 @@ def _spec_file(path: Path) -> list[RobotSpec]:
 def warm_up(robot: Robot, options: SolveOptions) -> None:
     """One tiny FK, solve and gradient, so the first request does not pay for lazy initialisation (targets as
     poses, as requests give them: their conversion imports parts of torch on first use)."""
-    q = ((robot.lower + robot.upper) / 2)[None]
+    joints = ((robot.lower + robot.upper) / 2)[None]
+    base = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0] if robot.floating_base else []  # at the origin
+    q = torch.cat((joints.new_tensor([base]), joints), -1)
     budget = min(options.max_iterations, _WARM_UP_ITERATIONS)
     result = ik_layer.solve(robot, matrix_to_pose(robot.fk(q)), options.replace(max_iterations=budget))
     ik_layer.target_gradient(robot, result.q)

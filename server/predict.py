@@ -30,7 +30,8 @@ class Prediction:
     Attributes:
         result: one solution per target.
         status: why each row stopped: ``solved``, ``exhausted`` (budget spent), ``deadline`` or ``cancelled``.
-        gradient: (n, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None.
+        gradient: (n, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None;
+            (n, dof, F, 6) for a robot with F end-effector frames (:func:`ik_layer.target_gradient`).
     """
 
     result: IKResult
@@ -46,13 +47,16 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     """
     device = robot.device
     targets = torch.cat([job.targets for job in jobs]).to(device)
-    checked = Problem.prepare(robot, targets, None, None, None, None, None, {})
+    weights = None
+    if any(job.weights is not None for job in jobs):
+        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
+    checked = Problem.prepare(robot, targets, None, None, weights, None, None, {})
     sizes = [job.rows for job in jobs]
     problems = []
-    for job, target, weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
+    for job, target, row_weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
         warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
         batch = torch.Size([job.rows])
-        problems.append(Problem(batch, target, weights, warm_start, None, job.options))
+        problems.append(Problem(batch, target, row_weights, warm_start, None, job.options))
     return problems
 
 
@@ -77,15 +81,25 @@ def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
     status = [ROW_STATUS[code] for part in parts for code in part.status.tolist()]
     gradient = None
     if job.gradient:
-        gradient = ik_layer.target_gradient(robot, result.q.to(robot.device)).cpu()
+        weights = None if job.weights is None else job.weights.to(robot.device)
+        gradient = ik_layer.target_gradient(robot, result.q.to(robot.device), weights).cpu()
         gradient[~result.success] = 0  # as the library's ik(): no gradient through a failed solve
         _check_finite("gradients", gradient)
     return Prediction(result=result, status=status, gradient=gradient)
 
 
 def fk_poses(robot: Robot, q: Tensor) -> Tensor:
-    """(n, 7) end-effector poses ``[x, y, z, qx, qy, qz, qw]`` of configurations ``q`` (n, dof), on the CPU."""
+    """(n, 7) end-effector poses ``[x, y, z, qx, qy, qz, qw]`` of configurations ``q`` (n, nq), on the CPU;
+    (n, F, 7) for a robot with F end-effector frames."""
     return matrix_to_pose(robot.fk(q.to(robot.device))).cpu()
+
+
+def _row_weights(robot: Robot, job: IKJob) -> Tensor:
+    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
+    shape = (job.rows, *robot.target_shape[:-2], 6)
+    if job.weights is None:
+        return torch.ones(shape, dtype=robot.dtype)
+    return job.weights.to(robot.dtype).expand(shape)
 
 
 def _check_finite(what: str, *tensors: Tensor) -> None:

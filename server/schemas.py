@@ -4,16 +4,30 @@ Every request model is strict (numbers must be JSON numbers, booleans JSON
 booleans), forbids unknown fields and rejects NaN, infinities and absurd
 magnitudes, so nothing non-finite ever reaches the solver. The solver
 options of :class:`IKRequest` come from :data:`ik_layer.OPTION_SPECS` (see
-:mod:`ik_layer.server.options`). Checks that need the robot (the number of
-joints) live in :mod:`ik_layer.server.decode`.
+:mod:`ik_layer.server.options`). Checks that need the robot (its frames, the
+size of a configuration) live in :mod:`ik_layer.server.decode`.
+
+Robots with several end-effector frames (``ee_frames`` in ``/v1/robots``) take and give one object per target
+mapping each frame name to a :class:`Pose` (:data:`Target`); robots with one frame take a plain :class:`Pose`
+(or that object with their one frame).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from ik_layer.server.options import option_model
 
@@ -29,6 +43,8 @@ __all__ = [
     "Pose",
     "RobotInfo",
     "RobotsResponse",
+    "Target",
+    "Weights",
 ]
 
 MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and warm starts
@@ -38,8 +54,18 @@ Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=
 QuaternionPart = Annotated[float, Field(allow_inf_nan=False, ge=-1e6, le=1e6)]
 Configuration = Annotated[list[Coordinate], Field(min_length=1, max_length=256)]
 
+MAX_WEIGHT = 1e6
+Weight = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_WEIGHT)]
+
 _EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
 _EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
+_EXAMPLE_FEET = {  # talos on a floating base, ee_frames [left_sole_link, right_sole_link]: feet 10 cm apart
+    "left_sole_link": {"position": [-0.02, 0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
+    "right_sole_link": {"position": [-0.02, -0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
+}
+
+UNION_TAGS = ("<pose>", "<frames>", "<axes>")
+"""Tags of the union members below; :func:`ik_layer.server.decode.parse` drops them from error locations."""
 
 
 class _Request(BaseModel):
@@ -65,10 +91,65 @@ class Pose(_Request):
         return [x / norm for x in value]
 
 
+def _pose_or_frames(value: Any) -> str:
+    """``<pose>`` for a pose (an object with ``position`` or ``orientation``), else ``<frames>``."""
+    if isinstance(value, Pose) or (isinstance(value, dict) and ("position" in value or "orientation" in value)):
+        return UNION_TAGS[0]
+    return UNION_TAGS[1]
+
+
+FramePoses = Annotated[
+    dict[str, Pose],
+    Field(description="end-effector frame name -> its pose; every frame of the robot's ee_frames, no other"),
+]
+Target = Annotated[
+    Annotated[Pose, Tag(UNION_TAGS[0])] | Annotated[FramePoses, Tag(UNION_TAGS[1])],
+    Discriminator(_pose_or_frames),
+]
+"""One target: a :class:`Pose` (one-frame robots), or an object frame name -> :class:`Pose` (any robot; robots
+with several ``ee_frames`` need it, with every frame)."""
+
+
+def _some_axis(value: list[float]) -> list[float]:
+    if not any(value):
+        raise ValueError("weights must have at least one non-zero entry (all zero would ignore the frame)")
+    return value
+
+
+Axes = Annotated[
+    list[Weight],
+    Field(min_length=6, max_length=6, description="weights of [x, y, z, rx, ry, rz], non-negative, not all zero"),
+    AfterValidator(_some_axis),
+]
+
+
+def _axes_or_frames(value: Any) -> str:
+    return UNION_TAGS[1] if isinstance(value, dict) else UNION_TAGS[2]
+
+
+Weights = Annotated[
+    Annotated[Axes, Tag(UNION_TAGS[2])] | Annotated[dict[str, Axes], Tag(UNION_TAGS[1])],
+    Discriminator(_axes_or_frames),
+]
+"""Error weights: 6 numbers for every frame, or an object frame name -> 6 numbers (frames left out weigh ones)."""
+
+
 class _IKTargets(_Request):
-    targets: list[Pose] = Field(min_length=1, description="end-effector targets T_base_ee")
+    targets: list[Target] = Field(
+        min_length=1,
+        description="end-effector targets T_base_ee: a pose each, or with several ee_frames an object mapping "
+        "each frame name to its pose",
+    )
     warm_start: list[Configuration] | None = Field(
-        None, description="one warm-start configuration per target (dof values each) [rad or m]"
+        None,
+        description="one warm-start configuration per target, nq values each [rad or m]; with a floating base "
+        "the base pose [x, y, z, qx, qy, qz, qw] first (non-zero quaternion), then the joints",
+    )
+    weights: Weights | None = Field(
+        None,
+        description="error weights of [x, y, z, rx, ry, rz] for every target: 6 non-negative numbers for every "
+        "frame, or an object frame name -> 6 numbers (frames left out weigh ones); zeros drop an axis "
+        "([1, 1, 1, 0, 0, 0]: position only). Default: ones",
     )
 
     @model_validator(mode="after")
@@ -104,11 +185,14 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
                     "timeout": 0.5,
                     "return_gradient": True,
                 },
+                {"targets": [_EXAMPLE_FEET], "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
             ]
         }
     )
 
-    return_gradient: StrictBool = Field(False, description="also return dq/d(target twist), dof x 6, per solution")
+    return_gradient: StrictBool = Field(
+        False, description="also return dq/d(target twist) per solution (see IKSolution.gradient)"
+    )
     timeout: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] | None = Field(
         None,
         description="time limit [s] from arrival (default: the server's); unfinished rows then come back with "
@@ -116,21 +200,30 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
     )
 
 
+Gradient = Annotated[list[list[float]], Field(description="dof rows of 6: d q_tangent / d[dp; dw]")]
+
+
 class IKSolution(BaseModel):
     """The solution of one target."""
 
-    q: list[float] = Field(description="joint configuration [rad or m], in the robot's joint order")
-    success: bool = Field(description="both errors within their tolerances")
-    position_error: float = Field(description="[m]")
-    orientation_error: float = Field(description="[rad]")
+    q: list[float] = Field(
+        description="configuration, nq values [rad or m]: with a floating base the base pose [x, y, z, qx, qy, qz, "
+        "qw] first, then the joints in the order of joint_names"
+    )
+    success: bool = Field(description="both errors within their tolerances (at every end-effector frame)")
+    position_error: float = Field(description="[m] norm of the weighted position axes (the worst frame's)")
+    orientation_error: float = Field(description="[rad] norm of the weighted rotation axes (the worst frame's)")
     iterations: int
     status: str = Field(
         description="why the row stopped: 'solved', 'exhausted' (iteration budget spent), 'deadline' or 'cancelled'"
     )
-    gradient: list[list[float]] | None = Field(
+    gradient: Gradient | dict[str, Gradient] | None = Field(
         None,
-        description="dof x 6 Jacobian dq/d(target twist [dp; dw]), world-aligned left perturbation; only if asked "
-        "(zero on rows that failed)",
+        description="only if asked (return_gradient): dq/d(target twist [dp; dw]) as dof rows of 6 numbers "
+        "(ik_layer.target_gradient; world-aligned left perturbation of the target, weights applied; zero on "
+        "rows that failed). dq is a tangent: with a floating base the base twist (6, in the base frame) first, "
+        "then the joints. With several ee_frames: an object frame name -> that frame's dof x 6 matrix (the "
+        "library's (dof, F, 6) array split by frame)",
     )
 
 
@@ -146,25 +239,38 @@ class FKRequest(_Request):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"q": [_EXAMPLE_Q]}]})
 
-    q: list[Configuration] = Field(min_length=1, description="configurations, dof values each [rad or m]")
+    q: list[Configuration] = Field(
+        min_length=1,
+        description="configurations, nq values each [rad or m]; with a floating base the base pose [x, y, z, qx, "
+        "qy, qz, qw] first (non-zero quaternion)",
+    )
 
 
 class FKResponse(BaseModel):
-    """One pose per configuration, in the order of the request."""
+    """One pose per configuration, in the order of the request: with several ee_frames an object frame -> pose."""
 
     robot: str
-    poses: list[Pose]
+    poses: list[Target] = Field(
+        description="T_base_ee of each configuration (T_world_ee with a floating base); with several ee_frames an "
+        "object mapping each frame name to its pose"
+    )
 
 
 class RobotInfo(BaseModel):
     """A loaded robot."""
 
     name: str
-    dof: int
-    joint_names: list[str]
-    lower: list[float] = Field(description="joint lower limits [rad or m]")
-    upper: list[float] = Field(description="joint upper limits [rad or m]")
-    ee_frame: str
+    nq: int = Field(description="values in a configuration q: 7 base values (floating base) + the joints")
+    dof: int = Field(description="degrees of freedom: rows of a gradient; 6 (floating base twist) + the joints")
+    joint_names: list[str] = Field(description="the joints the solver moves, in the order of q (after the base)")
+    lower: list[float] = Field(description="joint lower limits [rad or m], one per joint name (the base has none)")
+    upper: list[float] = Field(description="joint upper limits [rad or m], one per joint name")
+    ee_frame: str = Field(description="the end-effector frame (the first of ee_frames)")
+    ee_frames: list[str] = Field(
+        description="the end-effector frames, in order; with several, targets, weights, FK poses and gradients "
+        "are objects keyed by these names"
+    )
+    floating_base: bool = Field(description="q starts with the base pose [x, y, z, qx, qy, qz, qw] in the world")
     locked: dict[str, float] = Field(
         default_factory=dict, description="joints of the model the solver does not move, at their values [rad or m]"
     )

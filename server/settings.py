@@ -46,7 +46,8 @@ class Settings(_SolveDefaults):
     robots: Annotated[list[str], NoDecode] = Field(
         default_factory=builtin_robots,
         min_length=1,
-        description="built-in names, model files with ':ee_frame', or '@robots.json' (specs with joints locked)",
+        description="built-in names, model files with ':ee_frame', or '@robots.json' (specs with ee_frames, "
+        "floating_base, joints locked)",
     )
     max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
     max_slots: int = Field(
@@ -58,7 +59,9 @@ class Settings(_SolveDefaults):
     max_requests_in_flight: int = Field(256, ge=1, description="requests solving at once per robot (1: unbatched)")
     queue_limit: int = Field(1024, ge=1, description="requests waiting or solving per robot before 503")
     max_queued_work: int = Field(
-        1 << 31, ge=1, description="row-iterations (rows x seeds x max_iterations) waiting or solving per robot"
+        1 << 31,
+        ge=1,
+        description="row-iterations (rows x frames x seeds x max_iterations) waiting or solving per robot",
     )
     timeout: float = Field(1.0, gt=0, le=600, description="default time limit of an IK request [s]")
     max_timeout: float = Field(10.0, gt=0, le=600, description="largest time limit a request may ask for [s]")

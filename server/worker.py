@@ -13,8 +13,9 @@ Bounds, so that no request can cost without limit:
 * every request has a deadline: at it, its unfinished rows retire with their best configuration so far
   (status ``deadline``); rows never started retire without running;
 * what may wait or solve per robot is bounded in requests (``queue_limit``) and in work
-  (rows x seeds x iterations, ``max_work``); a request over ``max_work`` alone is refused (413),
-  one that does not fit now gets 503;
+  (rows x frames x seeds x iterations, ``max_work``: a target of F end-effector frames costs about F times
+  one frame's per iteration); a request over ``max_work`` alone is refused (413), one that does not fit now
+  gets 503;
 * a cancelled request (its client left) retires at the next block.
 """
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from ik_layer import IKLayerError, Robot
 from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.server import encode
-from ik_layer.server.decode import IKJob
+from ik_layer.server.decode import IKJob, frame_keys
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.predict import assemble, prepare, submit_part
@@ -51,7 +52,8 @@ class Ticket:
     """One IK request inside a worker.
 
     Attributes:
-        job: the decoded request; deadline: ``time.monotonic()`` time limit; work: rows x seeds x iterations.
+        job: the decoded request; deadline: ``time.monotonic()`` time limit; work: rows x frames x seeds x
+            iterations.
         future: resolved on the event loop with the JSON answer or the exception to answer with.
         parts: its requests on the engine, in row order; cancelled: its client left.
     """
@@ -87,7 +89,8 @@ class EngineWorker:
             most 64 slots are claimed.
         max_requests: requests solving at once (1: one request at a time, unbatched).
         queue_limit: requests waiting or solving before new ones get 503.
-        max_work: row-iterations waiting or solving before new ones get 503 (413 for one that alone exceeds it).
+        max_work: row-iterations (rows x frames x seeds x iterations) waiting or solving before new ones get 503
+            (413 for one that alone exceeds it).
     """
 
     def __init__(
@@ -136,10 +139,10 @@ class EngineWorker:
             ServiceUnavailable: not running, or the waiting line is full (in requests or in work).
         """
         options = job.options
-        work = job.rows * options.num_seeds * max(options.max_iterations, 1)
+        work = job.rows * job.frames * options.num_seeds * max(options.max_iterations, 1)
         if work > self.max_work:
             raise TooMuchWork(
-                f"this request may cost {work:,} row-iterations (targets x num_seeds x max_iterations); "
+                f"this request may cost {work:,} row-iterations (targets x frames x num_seeds x max_iterations); "
                 f"this server takes at most {self.max_work:,}: lower num_seeds or max_iterations, or split it"
             )
         loop = asyncio.get_running_loop()
@@ -321,8 +324,9 @@ class EngineWorker:
             return ServiceUnavailable("the server is shutting down")
         if ticket.submitted < ticket.job.rows:  # cancelled before all rows started: its client is gone anyway
             return ServiceUnavailable("the request was cancelled")
+        robot = self.engine.robot
         try:
-            return encode.ik_response(self.engine.robot.name, assemble(self.engine.robot, ticket.job, ticket.parts))
+            return encode.ik_response(robot.name, assemble(robot, ticket.job, ticket.parts), frame_keys(robot))
         except IKLayerError as err:
             return err
 

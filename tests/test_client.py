@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import re
 import subprocess
 import sys
@@ -226,6 +227,8 @@ def test_busy_server_503_is_retried_after_retry_after(server: ServerProcess) -> 
             assert refused.status == 503 and "requests in line" in str(refused)
             transport = CountingTransport()
             with Client(server.url, transport=transport, retry=RetryPolicy(retries=5, max_wait=10)) as patient:
+                patient.robots()  # a client reads the robots' frames once, before its first solve
+                transport.statuses.clear()
                 started = time.monotonic()
                 answer = patient.solve("ur5e", targets[0], warm_start=q[0])
                 waited = time.monotonic() - started
@@ -343,3 +346,214 @@ def test_example_runs_against_its_own_server() -> None:
     assert "same configurations True, iterations 0" in done.stdout
     assert "dq/d(target twist) of the first target: (6, 6)" in done.stdout
     assert "four concurrent requests" in done.stdout
+
+
+# --- several end-effector frames and a floating base ------------------------------------------------------------
+
+SOLO = "solo_description/robots/solo12.urdf"
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+TALOS = "talos_data/robots/talos_reduced.urdf"
+HANDS = ["gripper_left_base_link", "gripper_right_base_link"]
+TORSO = {"torso_1_joint": 0.2, "torso_2_joint": 0.1}
+POSITION_ONLY = torch.tensor([1.0, 1, 1, 0, 0, 0], dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def multi_server(erd_urdf, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server of solo12's four feet on a floating base and talos's two hands, torso locked (``@robots.json``)."""
+    specs = [
+        {"source": str(erd_urdf(SOLO)), "ee_frames": FEET, "floating_base": True},
+        {"source": str(erd_urdf(TALOS)), "name": "talos_hands", "ee_frames": HANDS, "locked": TORSO},
+    ]
+    path = tmp_path_factory.mktemp("robots") / "robots.json"
+    path.write_text(json.dumps(specs))
+    flags = ["--robots", f"@{path}", "--max-targets", str(MAX_TARGETS), "--log-level", "warning"]
+    running = ServerProcess.start(flags, ready_within=120, cwd=ROOT)
+    yield running
+    if running.process.poll() is None:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def solo(erd_urdf) -> ik_layer.Robot:
+    return ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
+
+
+@pytest.fixture(scope="module")
+def hands(erd_urdf) -> ik_layer.Robot:
+    return ik_layer.load_robot(erd_urdf(TALOS), ee_frames=HANDS, locked=TORSO)
+
+
+def random_bases(q: torch.Tensor, seed: int) -> torch.Tensor:
+    """``q`` with its floating base anywhere in a 1 m box, in any orientation."""
+    generator = torch.Generator().manual_seed(seed)
+    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=torch.float64) - 0.5
+    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=torch.float64)
+    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
+
+
+def test_robots_describe_frames_and_the_floating_base(multi_server: ServerProcess, solo, hands) -> None:
+    with Client(multi_server.url) as client:
+        robots = client.robots()
+    assert list(robots) == ["solo", "talos_hands"]
+    info = robots["solo"]
+    assert (info.nq, info.dof, info.floating_base, info.ee_frames) == (solo.nq, solo.dof, True, tuple(FEET))
+    assert info.target_shape == solo.target_shape == (4, 4, 4) and info.joint_names == tuple(solo.joint_names)
+    assert torch.equal(info.lower, solo.lower) and torch.equal(info.upper, solo.upper)
+    arms = robots["talos_hands"]
+    assert (arms.nq, arms.dof, arms.floating_base, arms.ee_frames) == (14, 14, False, tuple(HANDS))
+    assert arms.locked["torso_1_joint"] == pytest.approx(0.2) and arms.target_shape == hands.target_shape
+
+
+def test_fk_of_several_frames_equals_the_library(multi_server: ServerProcess, solo) -> None:
+    q = random_bases(solo.random_q((3, 4), generator=torch.Generator().manual_seed(10)), seed=11)  # 12 rows > 8
+    with Client(multi_server.url) as client:
+        transforms = client.fk("solo", q)
+        poses = client.fk("solo", q.tolist(), pose=True)
+    assert transforms.shape == (3, 4, 4, 4, 4) and poses.shape == (3, 4, 4, 7)
+    assert torch.equal(poses, matrix_to_pose(solo.fk(q)))  # JSON carries float64 exactly
+    torch.testing.assert_close(transforms, solo.fk(q), rtol=0, atol=1e-12)
+
+
+def test_solve_both_hands_in_any_batch_shape_with_gradients(multi_server: ServerProcess, hands) -> None:
+    q = hands.random_q((3, 4), generator=torch.Generator().manual_seed(12))
+    targets = hands.fk(q)  # (3, 4, 2, 4, 4): 12 targets, two requests
+    with Client(multi_server.url) as client:
+        result = client.solve("talos_hands", targets, num_seeds=8, gradient=True)
+    local = ik_layer.solve(hands, targets, num_seeds=8)
+    assert result.q.shape == local.q.shape == (3, 4, 14) and result.success.shape == local.success.shape == (3, 4)
+    assert result.status.shape == (3, 4) and bool(result.success.all()), result.status
+    error = pose_error(targets, hands.fk(result.q))  # (3, 4, 2, 6)
+    assert float(error[..., :3].norm(dim=-1).max()) <= 1e-4 and float(error[..., 3:].norm(dim=-1).max()) <= 1e-3
+    torch.testing.assert_close(result.position_error, error[..., :3].norm(dim=-1).amax(-1), atol=1e-12, rtol=0)
+    assert result.gradient is not None and result.gradient.shape == (3, 4, 14, 2, 6)
+    torch.testing.assert_close(result.gradient, ik_layer.target_gradient(hands, result.q), rtol=1e-9, atol=1e-12)
+
+
+def test_solve_position_only_feet_with_weights_and_warm_starts(multi_server: ServerProcess, solo) -> None:
+    q = random_bases(solo.random_q((5,), generator=torch.Generator().manual_seed(13)), seed=14)
+    targets = matrix_to_pose(solo.fk(q))  # (5, 4, 7)
+    targets[..., 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # orientations ignored
+    per_foot = POSITION_ONLY.expand(4, 6).clone()
+    per_foot[0] = torch.tensor([2.0, 2, 2, 0, 0, 0])  # the front left foot counts twice
+    with Client(multi_server.url) as client:
+        result = client.solve("solo", targets, weights=POSITION_ONLY)
+        weighted = client.solve("solo", targets, weights=per_foot.numpy(), gradient=True, numpy=True)
+        again = client.solve("solo", targets, weights=POSITION_ONLY, warm_start=result.q)
+    assert result.q.shape == (5, 19) and bool(result.success.all()), result.status
+    assert bool((result.orientation_error == 0).all())
+    reached = solo.fk(result.q)[..., :3, 3]
+    assert float((reached - targets[..., :3]).norm(dim=-1).max()) <= 1e-4
+    assert weighted.gradient.shape == (5, 18, 4, 6) and bool(weighted.success.all())
+    want = ik_layer.target_gradient(solo, torch.from_numpy(weighted.q), per_foot)
+    np.testing.assert_allclose(weighted.gradient, want.numpy(), rtol=1e-9, atol=1e-12)
+    assert torch.equal(again.iterations, torch.zeros(5, dtype=torch.int64))
+    torch.testing.assert_close(again.q, result.q, rtol=0, atol=1e-12)
+
+
+def test_async_client_solves_several_frames(multi_server: ServerProcess, hands) -> None:
+    q = hands.random_q((4,), generator=torch.Generator().manual_seed(15))
+
+    async def run() -> tuple[torch.Tensor, RemoteIKResult]:
+        async with AsyncClient(multi_server.url) as remote:
+            poses = await remote.fk("talos_hands", q, pose=True)
+            return poses, await remote.solve("talos_hands", poses, warm_start=q)
+
+    poses, result = asyncio.run(run())
+    assert poses.shape == (4, 2, 7) and torch.equal(poses, matrix_to_pose(hands.fk(q)))
+    torch.testing.assert_close(result.q, q, rtol=0, atol=1e-12)
+    assert bool(result.success.all()) and torch.equal(result.iterations, torch.zeros(4, dtype=torch.int64))
+
+
+def test_frames_shapes_and_weights_are_checked(multi_server: ServerProcess, solo) -> None:
+    q = solo.random_q((2,), generator=torch.Generator().manual_seed(16))
+    targets = solo.fk(q)  # (2, 4, 4, 4)
+    with Client(multi_server.url) as client:
+        with pytest.raises(ShapeError, match=r"solo \(frames FL_FOOT, FR_FOOT, HL_FOOT, HR_FOOT\) must have shape"):
+            client.solve("solo", targets[:, :3])
+        with pytest.raises(ShapeError, match=r"\(\.\.\., 4, 4, 4\) or \(\.\.\., 4, 7\)"):
+            client.solve("solo", targets[0, 0])  # one foot's transform
+        with pytest.raises(ShapeError, match=r"weights for solo must have shape \(6,\) or \(4, 6\)"):
+            client.solve("solo", targets, weights=POSITION_ONLY.expand(2, 4, 6))
+        with pytest.raises(NonFiniteError, match="weights"):
+            client.solve("solo", targets, weights=[1.0, 1, 1, 0, 0, float("nan")])
+        with pytest.raises(InvalidRequest, match=r"warm_start\[0\] has 12 values but solo has 19 values") as caught:
+            client.solve("solo", targets, warm_start=q[:, 7:])
+        assert caught.value.errors[0]["loc"] == ["body", "warm_start", 0]
+        with pytest.raises(InvalidRequest, match="zero base quaternion"):
+            client.solve("solo", targets, warm_start=q * torch.cat((torch.ones(3), torch.zeros(4), torch.ones(12))))
+        with pytest.raises(InvalidRequest, match=r"weights\.FL_FOOT: .*at least one non-zero"):
+            client.solve("solo", targets, weights=torch.cat((torch.zeros(1, 6), torch.ones(3, 6))))
+
+
+# --- the request and answer layouts of several frames, on a mock transport ----------------------------------------
+
+DUO = {  # two frames on a floating base: q = [base (7), j1, j2], dof 8
+    "name": "duo",
+    "nq": 9,
+    "dof": 8,
+    "joint_names": ["j1", "j2"],
+    "lower": [-1.0, -1.0],
+    "upper": [1.0, 1.0],
+    "ee_frame": "left",
+    "ee_frames": ["left", "right"],
+    "floating_base": True,
+    "locked": {},
+}
+
+
+def test_several_frames_are_sent_and_read_in_the_robots_frame_order() -> None:
+    targets = torch.zeros(2, 2, 7, dtype=torch.float64)
+    targets[..., 6] = 1.0
+    targets[:, 1, 0] = torch.tensor([0.5, 0.6], dtype=torch.float64)  # the right frame's x
+    gradient = torch.arange(2 * 8 * 2 * 6, dtype=torch.float64).reshape(2, 8, 2, 6)
+    solutions = [
+        {
+            "q": [0.0] * 6 + [1.0, 0.1 * i, 0.2],
+            "success": True,
+            "position_error": 0.0,
+            "orientation_error": 0.0,
+            "iterations": 3,
+            "status": "solved",
+            "gradient": {"right": gradient[i, :, 1].tolist(), "left": gradient[i, :, 0].tolist()},  # any key order
+        }
+        for i in range(2)
+    ]
+    poses = [
+        {
+            "right": {"position": [0.5, 0, 0], "orientation": [0, 0, 0, 1]},
+            "left": {"position": [1, 2, 3], "orientation": [0, 0, 1, 0]},
+        }
+    ]
+    transport, seen = scripted(
+        httpx.Response(200, json={"robots": [DUO]}),
+        httpx.Response(200, json={"robot": "duo", "solutions": solutions}),
+        httpx.Response(200, json={"robot": "duo", "poses": poses}),
+    )
+    with Client("http://ik.test", transport=transport) as client:
+        result = client.solve(
+            "duo", targets, weights=[[1, 1, 1, 0, 0, 0], [1] * 6], warm_start=[0] * 6 + [1, 0, 0], gradient=True
+        )
+        fk = client.fk("duo", [[0.0] * 6 + [1.0, 0.0, 0.0]], pose=True)
+    assert [r.url.path for r in seen] == ["/v1/robots", "/v1/robots/duo/ik", "/v1/robots/duo/fk"]
+    body = json.loads(seen[1].content)
+    assert [list(t) for t in body["targets"]] == [["left", "right"]] * 2
+    assert body["targets"][1]["right"] == {"position": [0.6, 0.0, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}
+    assert body["weights"] == {"left": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0], "right": [1.0] * 6}
+    assert body["warm_start"] == [[0.0] * 6 + [1.0, 0.0, 0.0]] * 2 and body["return_gradient"] is True
+    assert result.q.shape == (2, 9) and result.gradient is not None and result.gradient.shape == (2, 8, 2, 6)
+    assert torch.equal(result.gradient, gradient)
+    assert fk.shape == (1, 2, 7)
+    with Client("http://ik.test", transport=scripted(httpx.Response(200, json={"robots": [DUO]}))[0]) as client:
+        assert client.fk("duo", torch.zeros(3, 0, 9)).shape == (3, 0, 2, 4, 4)  # no rows: the frames from /v1/robots
+        empty = client.solve("duo", torch.zeros(0, 2, 7), gradient=True)
+    assert empty.q.shape == (0, 9) and empty.gradient is not None and empty.gradient.shape == (0, 8, 2, 6)
+    assert fk[0].tolist() == [[1.0, 2.0, 3.0, 0.0, 0.0, 1.0, 0.0], [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]]
+
+
+def test_one_frame_fk_asks_for_nothing_more() -> None:
+    poses = [{"position": [1, 2, 3], "orientation": [0, 0, 0, 1]}]
+    transport, seen = scripted(httpx.Response(200, json={"robot": "planar3", "poses": poses}))
+    with Client("http://ik.test", transport=transport) as client:
+        assert client.fk("planar3", [0.0, 0.0, 0.0], pose=True).tolist() == [1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0]
+    assert len(seen) == 1

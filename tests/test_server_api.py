@@ -100,7 +100,8 @@ async def test_robots_lists_joints_and_limits(api: tuple[FastAPI, httpx.AsyncCli
     assert set(robots) == {"planar3", "ur5e"}
     assert robots["ur5e"]["dof"] == 6 and robots["ur5e"]["joint_names"] == ur5e.joint_names
     assert robots["ur5e"]["lower"] == ur5e.lower.tolist() and robots["ur5e"]["upper"] == ur5e.upper.tolist()
-    assert robots["ur5e"]["ee_frame"] == "tool0"
+    assert robots["ur5e"]["ee_frame"] == "tool0" and robots["ur5e"]["ee_frames"] == ["tool0"]
+    assert (robots["ur5e"]["nq"], robots["ur5e"]["floating_base"]) == (6, False)
 
 
 async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncClient) -> None:
@@ -109,6 +110,10 @@ async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncCl
     assert {"/health", "/v1/robots", "/v1/robots/{name}/ik", "/v1/robots/{name}/fk", "/metrics"} <= set(spec["paths"])
     assert spec["components"]["schemas"]["IKRequest"]["examples"]
     assert spec["components"]["schemas"]["Pose"]["examples"]
+    ik_request = spec["components"]["schemas"]["IKRequest"]
+    assert {"targets", "warm_start", "weights"} <= set(ik_request["properties"])
+    assert "frame name -> its pose" in json.dumps(ik_request["properties"]["targets"])
+    assert "several ee_frames" in spec["components"]["schemas"]["IKSolution"]["properties"]["gradient"]["description"]
 
 
 # --------------------------------------------------------------------------- answers
@@ -500,3 +505,245 @@ async def test_errors_are_counted_but_health_and_metrics_are_not_traffic(
     assert 'ik_layer_errors_total{endpoint="/v1/robots/{name}/ik",status="422"}' in text
     assert 'endpoint="/health"' not in text and 'endpoint="/metrics"' not in text
     assert "ik_layer_rows_in_flight" in text and "ik_layer_block_seconds_bucket" in text
+
+
+# --------------------------------------------------------------------------- one-frame weights
+
+
+async def test_position_only_weights_ignore_the_orientation(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robot = robot_of(app, "ur5e")
+    _, targets = reachable(robot, 4, seed=21)
+    anywhere = [{**t, "orientation": [0.3, -0.2, 0.9, 0.1]} for t in targets]  # no answer has this orientation
+    body = {"targets": anywhere, "weights": [1, 1, 1, 0, 0, 0], "return_gradient": True}
+    solutions = (await client.post("/v1/robots/ur5e/ik", json=body)).json()["solutions"]
+    assert all(s["success"] for s in solutions) and all(s["orientation_error"] == 0 for s in solutions)
+    q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+    wanted = pose_tensor(targets)[:, :3]
+    torch.testing.assert_close(robot.fk(q)[:, :3, 3], wanted, atol=1e-4, rtol=0)
+    weights = torch.tensor([1.0, 1, 1, 0, 0, 0], dtype=torch.float64)
+    gradient = torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64)
+    torch.testing.assert_close(gradient, ik_layer.target_gradient(robot, q, weights), rtol=1e-9, atol=1e-12)
+    assert bool((gradient[..., 3:] == 0).all())  # rotations of the target do not move the answer
+
+
+# --------------------------------------------------------------------------- several end-effector frames, floating base
+
+SOLO = "solo_description/robots/solo12.urdf"
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+TALOS = "talos_data/robots/talos_reduced.urdf"
+HANDS = ["gripper_left_base_link", "gripper_right_base_link"]
+TORSO = {"torso_1_joint": 0.2, "torso_2_joint": 0.1}
+POSITION_ONLY = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.fixture(scope="module")
+async def multi(erd_urdf, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """solo12's four feet on a floating base, and talos's two hands with the torso locked (``@robots.json``)."""
+    specs = [
+        {"source": str(erd_urdf(SOLO)), "ee_frames": FEET, "floating_base": True},
+        {"source": str(erd_urdf(TALOS)), "name": "talos_hands", "ee_frames": HANDS, "locked": TORSO},
+    ]
+    path = tmp_path_factory.mktemp("robots") / "robots.json"
+    path.write_text(json.dumps(specs))
+    async with serving(robots=[f"@{path}"], max_targets=8, max_queued_work=10**6) as pair:
+        yield pair
+
+
+def random_bases(q: torch.Tensor, seed: int) -> torch.Tensor:
+    """``q`` with its floating base anywhere in a 1 m box, in any orientation."""
+    generator = make_rng(seed)
+    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=torch.float64) - 0.5
+    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=torch.float64)
+    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
+
+
+def frame_targets(robot: ik_layer.Robot, q: torch.Tensor) -> list[dict[str, dict[str, list[float]]]]:
+    """The JSON targets of ``q``'s end-effector poses: per configuration, an object frame -> pose."""
+    frames = list(robot.ee_frames or ())
+    return [
+        {f: {"position": p[:3], "orientation": p[3:]} for f, p in zip(frames, row, strict=True)}
+        for row in matrix_to_pose(robot.fk(q)).tolist()
+    ]
+
+
+def frame_poses(targets: list[dict[str, dict[str, list[float]]]], frames: list[str]) -> torch.Tensor:
+    """(n, F, 7) poses of keyed JSON targets or FK poses, in the order of ``frames``."""
+    return torch.tensor(
+        [[t[f]["position"] + t[f]["orientation"] for f in frames] for t in targets], dtype=torch.float64
+    )
+
+
+def split_by_frame(gradient: dict[str, list[list[float]]], frames: list[str]) -> torch.Tensor:
+    """(dof, F, 6) of a keyed gradient, the layout of ``ik_layer.target_gradient``."""
+    return torch.tensor([gradient[f] for f in frames], dtype=torch.float64).transpose(0, 1)
+
+
+async def test_robots_list_frames_nq_and_the_floating_base(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = multi
+    robots = {r["name"]: r for r in (await client.get("/v1/robots")).json()["robots"]}
+    solo, hands = robots["solo"], robots["talos_hands"]
+    assert (solo["nq"], solo["dof"], solo["floating_base"]) == (19, 18, True)
+    assert solo["ee_frames"] == FEET and solo["ee_frame"] == "FL_FOOT"
+    assert solo["joint_names"] == robot_of(app, "solo").joint_names and len(solo["lower"]) == len(solo["upper"]) == 12
+    assert "root_joint" not in solo["locked"]
+    assert (hands["nq"], hands["dof"], hands["floating_base"], hands["ee_frames"]) == (14, 14, False, HANDS)
+    assert hands["locked"]["torso_1_joint"] == pytest.approx(0.2) and hands["locked"]["torso_2_joint"] == 0.1
+    assert not set(hands["locked"]) & set(hands["joint_names"])
+
+
+async def test_both_hands_are_solved_and_fk_of_the_answers_meets_the_targets(
+    multi: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable
+) -> None:
+    app, client = multi
+    robot = robot_of(app, "talos_hands")
+    q = robot.random_q((8,), generator=make_rng(31))
+    targets = frame_targets(robot, q)
+    response = await client.post("/v1/robots/talos_hands/ik", json={"targets": targets, "num_seeds": 8})
+    assert response.status_code == 200, response.text
+    solutions = response.json()["solutions"]
+    assert all(s["success"] and s["status"] == "solved" for s in solutions), [s["status"] for s in solutions]
+    answers = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+    assert answers.shape == (8, 14) and bool(((answers >= robot.lower) & (answers <= robot.upper)).all())
+    wanted = pose_to_matrix(frame_poses(targets, HANDS))
+    reached = robot.fk(answers)  # (8, 2, 4, 4)
+    error = ik_layer.lie.pose_error(wanted, reached)
+    assert float(error[..., :3].norm(dim=-1).max()) <= 1e-4 and float(error[..., 3:].norm(dim=-1).max()) <= 1e-3
+    torch.testing.assert_close(  # the worst hand's errors
+        torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64),
+        error[..., :3].norm(dim=-1).amax(-1),
+        atol=1e-12,
+        rtol=0,
+    )
+    for f, frame in enumerate(HANDS):
+        pin_pose, _ = pin_reference(robot, answers, frame)
+        np.testing.assert_allclose(pin_pose, reached[:, f].numpy(), atol=1e-9)
+    held = robot.to_full_pinocchio_q(answers)
+    model = robot.full_model
+    torso = held[:, [model.joints[model.getJointId(name)].idx_q for name in TORSO]]
+    torch.testing.assert_close(torso, torch.tensor([[0.2, 0.1]] * 8, dtype=torch.float64), rtol=0, atol=0)
+
+
+async def test_position_only_feet_move_the_floating_base_and_gradients_are_per_frame(
+    multi: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable
+) -> None:
+    app, client = multi
+    robot = robot_of(app, "solo")
+    q = random_bases(robot.random_q((6,), generator=make_rng(32)), seed=33)
+    targets = frame_targets(robot, q)
+    for target in targets:  # the feet's orientations are ignored: any will do
+        for foot in FEET:
+            target[foot]["orientation"] = [0.0, 0.0, 0.0, 1.0]
+    body = {"targets": targets, "weights": POSITION_ONLY, "return_gradient": True}
+    response = await client.post("/v1/robots/solo/ik", json=body)
+    assert response.status_code == 200, response.text
+    solutions = response.json()["solutions"]
+    assert all(s["success"] for s in solutions) and all(s["orientation_error"] == 0 for s in solutions)
+    answers = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+    assert answers.shape == (6, 19)
+    torch.testing.assert_close(answers[:, 3:7].norm(dim=-1), torch.ones(6, dtype=torch.float64), atol=1e-12, rtol=0)
+    wanted = frame_poses(targets, FEET)[..., :3]
+    for f, foot in enumerate(FEET):
+        pin_pose, _ = pin_reference(robot, answers, foot)
+        assert float((torch.from_numpy(pin_pose)[:, :3, 3] - wanted[:, f]).norm(dim=-1).max()) <= 1e-4
+    weights = torch.tensor(POSITION_ONLY, dtype=torch.float64)
+    want = ik_layer.target_gradient(robot, answers, weights)  # (6, 18, 4, 6)
+    for solution, expected in zip(solutions, want, strict=True):
+        assert list(solution["gradient"]) == FEET
+        assert all(len(rows) == robot.dof == 18 and len(rows[0]) == 6 for rows in solution["gradient"].values())
+        torch.testing.assert_close(split_by_frame(solution["gradient"], FEET), expected, rtol=1e-9, atol=1e-12)
+
+
+async def test_per_frame_weights_of_concurrent_requests_are_their_own(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = multi
+    robot = robot_of(app, "talos_hands")
+    q = robot.random_q((4,), generator=make_rng(34))
+    full = frame_targets(robot, q)
+    loose = frame_targets(robot, q)
+    for target in loose:  # the right hand's orientation is ignored: any will do
+        target[HANDS[1]]["orientation"] = [0.5, 0.5, 0.5, 0.5]
+    loose_body = {"targets": loose, "weights": {HANDS[1]: POSITION_ONLY}, "return_gradient": True, "num_seeds": 8}
+    answers = await asyncio.gather(
+        client.post("/v1/robots/talos_hands/ik", json=loose_body),
+        client.post("/v1/robots/talos_hands/ik", json={"targets": full, "num_seeds": 8}),
+    )
+    loose_solutions, full_solutions = (a.json()["solutions"] for a in answers)
+    assert all(s["success"] for s in loose_solutions + full_solutions)
+    for solutions, weight_right in ((loose_solutions, POSITION_ONLY), (full_solutions, [1.0] * 6)):
+        answer = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+        error = ik_layer.lie.pose_error(pose_to_matrix(frame_poses(full, HANDS)), robot.fk(answer))
+        assert float(error[..., :3].norm(dim=-1).max()) <= 1e-4
+        assert float(error[:, 0, 3:].norm(dim=-1).max()) <= 1e-3  # the left hand's orientation always counts
+        if weight_right != POSITION_ONLY:
+            assert float(error[:, 1, 3:].norm(dim=-1).max()) <= 1e-3
+    weights = torch.tensor([[1.0] * 6, POSITION_ONLY], dtype=torch.float64)
+    answer = torch.tensor([s["q"] for s in loose_solutions], dtype=torch.float64)
+    want = ik_layer.target_gradient(robot, answer, weights)
+    got = torch.stack([split_by_frame(s["gradient"], HANDS) for s in loose_solutions])
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+
+
+async def test_a_warm_start_at_the_answer_keeps_the_floating_base(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = multi
+    robot = robot_of(app, "solo")
+    q = random_bases(robot.random_q((3,), generator=make_rng(35)), seed=36)
+    body = {"targets": frame_targets(robot, q), "warm_start": q.tolist()}
+    solutions = (await client.post("/v1/robots/solo/ik", json=body)).json()["solutions"]
+    assert [(s["iterations"], s["success"]) for s in solutions] == [(0, True)] * 3
+    torch.testing.assert_close(torch.tensor([s["q"] for s in solutions], dtype=torch.float64), q, atol=1e-12, rtol=0)
+
+
+async def test_fk_of_several_frames_is_keyed_and_matches_pinocchio(
+    multi: tuple[FastAPI, httpx.AsyncClient], pin_reference: Callable
+) -> None:
+    app, client = multi
+    robot = robot_of(app, "solo")
+    q = random_bases(robot.random_q((4,), generator=make_rng(37)), seed=38)
+    response = await client.post("/v1/robots/solo/fk", json={"q": q.tolist()})
+    assert response.status_code == 200, response.text
+    poses = response.json()["poses"]
+    assert all(list(p) == FEET for p in poses)
+    got = pose_to_matrix(frame_poses(poses, FEET))
+    torch.testing.assert_close(got, robot.fk(q), atol=1e-12, rtol=0)
+    for f, foot in enumerate(FEET):
+        want, _ = pin_reference(robot, q, foot)
+        np.testing.assert_allclose(got[:, f].numpy(), want, atol=1e-9)
+
+
+def bad_multi(app: FastAPI) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(case, route, body, text naming the field or the frames) for solo."""
+    robot = robot_of(app, "solo")
+    q = robot.random_q((1,), generator=make_rng(39))
+    (target,) = frame_targets(robot, q)
+    zero_base = q.clone()
+    zero_base[0, 3:7] = 0
+    return [
+        ("missing foot", "ik", {"targets": [{f: target[f] for f in FEET[:3]}]}, "HR_FOOT"),
+        ("unknown frame", "ik", {"targets": [{**target, "tail": target["FL_FOOT"]}]}, "tail"),
+        ("a plain pose", "ik", {"targets": [target["FL_FOOT"]]}, "4 end-effector frames"),
+        ("weights of an unknown frame", "ik", {"targets": [target], "weights": {"tail": POSITION_ONLY}}, "tail"),
+        ("all-zero weights", "ik", {"targets": [target], "weights": {"FL_FOOT": [0.0] * 6}}, "FL_FOOT"),
+        ("warm start of dof values", "ik", {"targets": [target], "warm_start": [q[0, 1:].tolist()]}, "warm_start"),
+        ("zero base quaternion", "ik", {"targets": [target], "warm_start": zero_base.tolist()}, "quaternion"),
+        ("FK of joints only", "fk", {"q": [q[0, 7:].tolist()]}, "19 values"),
+        ("FK with a zero base quaternion", "fk", {"q": zero_base.tolist()}, "quaternion"),
+    ]
+
+
+async def test_bad_multi_frame_requests_are_422_naming_the_field(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = multi
+    for case, route, body, text in bad_multi(app):
+        response = await client.post(f"/v1/robots/solo/{route}", json=body)
+        assert response.status_code == 422, (case, response.text)
+        detail = response.json()["detail"]
+        assert any(text in " ".join(map(str, d["loc"])) or text in d["msg"] for d in detail), (case, detail)
+
+
+async def test_work_counts_every_frame(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = multi
+    robot = robot_of(app, "solo")
+    targets = frame_targets(robot, robot.random_q((1,), generator=make_rng(40)))
+    body = {"targets": targets, "num_seeds": 64, "max_iterations": 4000}  # 1 x 4 feet x 64 x 4000 > 10**6
+    response = await client.post("/v1/robots/solo/ik", json=body)
+    assert response.status_code == 413
+    assert "1,024,000 row-iterations (targets x frames x num_seeds x max_iterations)" in response.json()["detail"]

@@ -54,10 +54,62 @@ def test_robot_info_describes_the_robot() -> None:
     robot = ik_layer.load_robot("planar3")
     assert robot_info(robot) == RobotInfo(
         name="planar3",
+        nq=3,
         dof=3,
         joint_names=list(robot.joint_names),
         lower=robot.lower.tolist(),
         upper=robot.upper.tolist(),
         ee_frame=robot.ee_frame,
+        ee_frames=[robot.ee_frame],
+        floating_base=False,
     )
     assert robot_info(robot).dof == len(robot_info(robot).joint_names) == len(robot_info(robot).lower)
+
+
+# --------------------------------------------------------------------------- several end-effector frames
+
+TALOS = "talos_data/robots/talos_reduced.urdf"
+SOLES = ["left_sole_link", "right_sole_link"]
+
+
+def test_a_floating_base_robot_lists_its_frames_nq_and_joints_without_the_base(erd_urdf) -> None:
+    robot = ik_layer.load_robot(erd_urdf(TALOS), ee_frames=SOLES, floating_base=True, locked={"torso_1_joint": 0.25})
+    info = robot_info(robot)
+    assert (info.nq, info.dof, info.floating_base) == (7 + 12, 6 + 12, True)  # the legs move
+    assert info.ee_frames == SOLES and info.ee_frame == SOLES[0]
+    assert info.joint_names == robot.joint_names and len(info.lower) == len(info.upper) == 12
+    assert "root_joint" not in info.locked and not set(info.locked) & set(info.joint_names)
+    assert info.locked["torso_1_joint"] == 0.25 and info.locked["arm_left_4_joint"] == 0.0
+    assert len(info.locked) == 32 - 12  # every other joint of talos_reduced, at its value
+
+
+def test_mimic_joints_are_not_listed_as_locked(tmp_path, tiny_urdf) -> None:
+    mimic = tiny_urdf.read_text().replace(
+        '<joint name="j_neg" type="revolute">', '<joint name="j_neg" type="revolute"><mimic joint="j_cont"/>', 1
+    )
+    (tmp_path / "mimic.urdf").write_text(mimic)
+    robot = ik_layer.load_robot(tmp_path / "mimic.urdf", "tool")
+    assert "j_neg" in robot.mimic
+    assert set(robot_info(robot).locked) == {"j_side"}  # off the chain; j_neg follows j_cont
+
+
+def test_poses_and_gradients_of_several_frames_are_keyed_by_frame() -> None:
+    rows = torch.arange(2 * 3 * 7, dtype=torch.float64).reshape(2, 3, 7)
+    out = poses(rows, ["a", "b", "c"])
+    assert [list(p) for p in out] == [["a", "b", "c"]] * 2
+    assert out[1]["b"].position == [28.0, 29.0, 30.0] and out[1]["b"].orientation == [31.0, 32.0, 33.0, 34.0]
+    result = IKResult(
+        q=torch.zeros(2, 4, dtype=torch.float64),
+        success=torch.tensor([True, True]),
+        position_error=torch.zeros(2, dtype=torch.float64),
+        orientation_error=torch.zeros(2, dtype=torch.float64),
+        iterations=torch.zeros(2, dtype=torch.int64),
+    )
+    gradient = torch.randn(2, 3, 2, 6, dtype=torch.float64)  # (n, dof, F, 6), as ik_layer.target_gradient
+    body = json.loads(ik_response("r", Prediction(result, ["solved"] * 2, gradient), ["left", "right"]))
+    for i, solution in enumerate(body["solutions"]):
+        assert list(solution["gradient"]) == ["left", "right"] and len(solution["q"]) == 4
+        assert solution["gradient"]["left"] == gradient[i, :, 0].tolist()
+        assert solution["gradient"]["right"] == gradient[i, :, 1].tolist()
+    one = json.loads(ik_response("r", Prediction(result, ["solved"] * 2, gradient[:, :, :1]), None))  # F = 1
+    assert [s["gradient"] for s in one["solutions"]] == gradient[:, :, 0].tolist()

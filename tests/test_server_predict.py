@@ -109,3 +109,50 @@ def test_fk_poses_are_the_robot_fk(ur5e: ik_layer.Robot) -> None:
     got = fk_poses(ur5e, q)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert got.shape == (3, 7) and got.device.type == "cpu"
+
+
+# --------------------------------------------------------------------------- several end-effector frames, floating base
+
+SOLO = "solo_description/robots/solo12.urdf"
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+POSITION_ONLY = torch.tensor([1.0, 1, 1, 0, 0, 0], dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def solo(erd_urdf) -> ik_layer.Robot:
+    return ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
+
+
+def test_jobs_of_several_frames_keep_their_own_weights(solo: ik_layer.Robot) -> None:
+    q, targets = poses(solo, 5, seed=9)  # (5, 4, 7)
+    per_foot = torch.ones(4, 6, dtype=torch.float64)
+    per_foot[2, 3:] = 0
+    jobs = [
+        IKJob(targets[:2], None, OPTIONS, gradient=False, timeout=1.0, weights=POSITION_ONLY),
+        IKJob(targets[2:4], q[2:4], OPTIONS, gradient=False, timeout=1.0),
+        IKJob(targets[4:], None, OPTIONS, gradient=False, timeout=1.0, weights=per_foot),
+    ]
+    first, second, third = prepare(solo, jobs)
+    assert first.target.shape == (2, 4, 4, 4) and first.weights.shape == (2, 4, 6)
+    torch.testing.assert_close(first.weights, POSITION_ONLY.expand(2, 4, 6), rtol=0, atol=0)
+    torch.testing.assert_close(second.weights, torch.ones(2, 4, 6, dtype=torch.float64), rtol=0, atol=0)
+    torch.testing.assert_close(third.weights, per_foot[None], rtol=0, atol=0)
+    torch.testing.assert_close(second.warm_start, q[2:4], rtol=0, atol=0)
+    torch.testing.assert_close(third.target, solo.fk(q[4:]), rtol=0, atol=1e-12)
+
+
+def test_feet_solved_in_parts_with_weighted_gradients(solo: ik_layer.Robot) -> None:
+    q, targets = poses(solo, 4, seed=10)
+    targets[..., 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # position-only: any orientation
+    job = IKJob(targets, None, SolveOptions(num_seeds=4), gradient=True, timeout=10.0, weights=POSITION_ONLY)
+    prediction = assemble(solo, job, solve_in_parts(solo, job, [1, 4], time.monotonic() + 60))
+    result = prediction.result
+    assert result.q.shape == (4, 19) and bool(result.success.all()) and prediction.status == ["solved"] * 4
+    reached = solo.fk(result.q)[..., :3, 3]
+    assert float((reached - targets[..., :3]).norm(dim=-1).max()) <= 1e-4
+    assert prediction.gradient is not None and prediction.gradient.shape == (4, 18, 4, 6)
+    want = ik_layer.target_gradient(solo, result.q, POSITION_ONLY)
+    torch.testing.assert_close(prediction.gradient, want, rtol=0, atol=1e-12)
+    got = fk_poses(solo, q)
+    assert got.shape == (4, 4, 7)
+    torch.testing.assert_close(got, matrix_to_pose(solo.fk(q)), rtol=0, atol=0)

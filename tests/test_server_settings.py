@@ -10,10 +10,10 @@ import torch
 from pydantic import ValidationError
 
 import ik_layer
-from ik_layer import FrameNotFound, IKLayerError, RobotNotFound, UnsupportedModelError
+from ik_layer import FrameNotFound, IKLayerError, RobotNotFound
 from ik_layer.robots import REGISTRY
 from ik_layer.server.encode import robot_info
-from ik_layer.server.loading import load_robots, parse_robot_spec
+from ik_layer.server.loading import load_robots, parse_robot_spec, warm_up
 from ik_layer.server.run import serve
 from ik_layer.server.settings import Settings, parse_settings
 
@@ -79,6 +79,10 @@ def test_robot_specs_take_a_urdf_path_and_frame() -> None:
     assert parse_robot_spec("arm.xacro:tool0") == ("arm.xacro", "tool0")
 
 
+SOLO = "solo_description/robots/solo12.urdf"
+FEET = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+
+
 def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
     urdf = tmp_path / "arm.urdf"
     urdf.write_text(REGISTRY["planar3"].urdf.read_text())
@@ -121,11 +125,59 @@ def test_a_bad_spec_file_is_refused_naming_it(tmp_path: Path, content: str, matc
         load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
 
 
-def test_robots_the_engine_cannot_solve_are_refused_at_start(tmp_path: Path, tiny_urdf: Path) -> None:
+def test_a_spec_file_loads_several_frames_a_floating_base_and_mimic_joints(tmp_path: Path, erd_urdf, tiny_urdf) -> None:
+    """Robots the library solves load as specified; whether the engine takes them is checked when the worker
+    starts (``Engine(robot)`` raises an IKLayerError for a robot it does not solve)."""
     mimic = tiny_urdf.read_text().replace(
         '<joint name="j_neg" type="revolute">', '<joint name="j_neg" type="revolute"><mimic joint="j_cont"/>', 1
     )
     (tmp_path / "mimic.urdf").write_text(mimic)
-    assert ik_layer.load_robot(tmp_path / "mimic.urdf", "tool").mimic  # the library solves it (reference path)
-    with pytest.raises(UnsupportedModelError, match="mimic joints"):
-        load_robots([f"{tmp_path / 'mimic.urdf'}:tool"], torch.device("cpu"), torch.float64)
+    talos = str(erd_urdf("talos_data/robots/talos_reduced.urdf"))
+    specs = [
+        {"source": str(erd_urdf(SOLO)), "ee_frames": FEET, "floating_base": True},
+        {
+            "source": talos,
+            "name": "hands",
+            "ee_frames": ["gripper_left_base_link", "gripper_right_base_link"],
+            "locked": {"torso_1_joint": 0.2, "torso_2_joint": 0.1},
+        },
+        {"source": str(erd_urdf(SOLO)), "name": "one_foot", "ee_frames": ["FL_FOOT"]},
+        {"source": str(tmp_path / "mimic.urdf"), "name": "mimic", "ee_frame": "tool"},
+    ]
+    (tmp_path / "robots.json").write_text(json.dumps(specs))
+    robots = load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
+    assert list(robots) == ["solo", "hands", "one_foot", "mimic"]
+    solo, hands = robots["solo"], robots["hands"]
+    assert solo.ee_frames == tuple(FEET) and solo.floating_base and (solo.nq, solo.dof) == (19, 18)
+    assert hands.ee_frames == ("gripper_left_base_link", "gripper_right_base_link") and not hands.floating_base
+    assert hands.nq == hands.dof == 14 and "torso_1_joint" not in hands.joint_names
+    info = robot_info(hands)
+    assert info.ee_frames == list(hands.ee_frames) and info.locked["torso_1_joint"] == pytest.approx(0.2)
+    assert robots["one_foot"].ee_frames is None and robots["one_foot"].ee_frame == "FL_FOOT"  # one name: ee_frame
+    assert robot_info(robots["one_foot"]).ee_frames == ["FL_FOOT"]
+    assert robots["mimic"].mimic and "j_neg" not in robot_info(robots["mimic"]).locked
+    q = solo.random_q((3,), generator=torch.Generator().manual_seed(0))
+    reference = ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
+    torch.testing.assert_close(solo.fk(q), reference.fk(q), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ({"source": "planar3", "ee_frame": "tip", "ee_frames": ["tip"]}, "not both"),
+        ({"source": "planar3", "ee_frames": []}, "ee_frames"),
+        ({"source": "planar3", "ee_frames": "tip"}, "ee_frames"),
+        ({"source": "planar3", "floating_base": "yes"}, "floating_base"),
+        ({"source": "planar3", "ee_frames": ["tip", "tip"]}, "repeat"),
+        ({"source": "planar3", "ee_frames": ["tip", "elbow"]}, "elbow"),
+    ],
+)
+def test_bad_frame_specs_are_refused_naming_the_field(tmp_path: Path, spec: dict[str, object], match: str) -> None:
+    (tmp_path / "robots.json").write_text(json.dumps([spec]))
+    with pytest.raises(IKLayerError, match=match):
+        load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
+
+
+def test_warm_up_runs_a_floating_base_robot_with_several_frames(erd_urdf) -> None:
+    robot = ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
+    warm_up(robot, ik_layer.SolveOptions(max_iterations=2))

@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ik_layer.server import encode
 from ik_layer.server.body import openapi_body, read_json
-from ik_layer.server.decode import fk_configurations, parse
+from ik_layer.server.decode import fk_configurations, frame_keys, parse
 from ik_layer.server.predict import fk_poses
 from ik_layer.server.schemas import ERROR_RESPONSES, FKRequest, FKResponse
 from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
@@ -27,7 +27,8 @@ async def forward_kinematics(
     loaded: Annotated[Loaded, Depends(get_loaded)],
     state: Annotated[ServerState, Depends(get_state)],
 ) -> FKResponse:
-    """``T_base_ee`` of each configuration, as position [m] and quaternion (x, y, z, w)."""
+    """``T_base_ee`` of each configuration, as position [m] and quaternion (x, y, z, w); with several
+    end-effector frames, an object mapping each frame name to its pose."""
     q = await read_json(request, lambda raw: fk_configurations(loaded.robot, parse(FKRequest, raw), state.settings))
     poses = await run_in_threadpool(fk_poses, loaded.robot, q)
-    return FKResponse(robot=loaded.robot.name, poses=encode.poses(poses))
+    return FKResponse(robot=loaded.robot.name, poses=encode.poses(poses, frame_keys(loaded.robot)))

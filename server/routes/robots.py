@@ -18,7 +18,8 @@ router = APIRouter(prefix="/v1", tags=["robots"])
 
 @router.get("/robots", response_model=RobotsResponse, responses={503: {"model": ErrorResponse}})
 async def list_robots(state: Annotated[ServerState, Depends(get_state)]) -> RobotsResponse:
-    """Each robot's name, dof, joint names, joint limits [rad or m] and end-effector frame."""
+    """Each robot's name, nq and dof, joint names and limits [rad or m], end-effector frames, floating base and
+    locked joints. A configuration q holds nq values: the base pose first with a floating base, then the joints."""
     if not state.ready:
         raise ServiceUnavailable("the server is not ready (starting, or shutting down)")
     return RobotsResponse(robots=[robot_info(loaded.robot) for loaded in state.robots.values()])
