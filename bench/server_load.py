@@ -9,8 +9,18 @@ unreachable targets, 64 seeds, 10,000 iterations): when it answers against its
 deadline, and the latency of a small IK request and of ``/health`` meanwhile (reachable targets with
 tolerances no answer meets, so that only the deadline stops it: targets out of reach are given up at once).
 
+``--stalled N`` measures, instead, what N stalled request bodies cost the server: started with a short
+``--read-timeout`` (2 s; quick: 1 s), it gets N connections that each send headers announcing a 4 MiB JSON body
+(``Content-Length: 4194304``, the default ``--max-body-bytes``), then 1 MiB of it, and stall. The server's
+resident memory (VmRSS of its process) is read before, at its peak while the connections stall, and once the
+read timeout has refused them; each must get a 408 or be closed. Meanwhile one client polls ``/health`` and
+sends single-pose IK requests, one after the other (max latency of each). The script exits non-zero when a
+stalled connection is neither refused nor closed, when the server stops answering, or when its memory after
+exceeds that before by more than 30 MiB.
+
     python bench/server_load.py            # 8 s per point
     python bench/server_load.py --quick    # 2 s per point
+    python bench/server_load.py --stalled 32
 """
 
 from __future__ import annotations
@@ -22,16 +32,20 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from common import markdown_table
 
 from ik_layer.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
+STALL_DECLARED = 4 * 1024 * 1024  # [bytes] Content-Length each stalled client announces: the default --max-body-bytes
+STALL_SENT = 1024 * 1024  # [bytes] of it each sends before it stalls
+STALL_RSS_SLACK = 30.0  # [MiB] most the server's memory may stay above its level before the stalled clients
 
 
 @dataclass(frozen=True)
@@ -203,28 +217,184 @@ async def hostile(url: str, robot: str, targets: list[dict[str, list[float]]]) -
     )
 
 
+@dataclass(frozen=True)
+class Stalled:
+    """What ``clients`` stalled request bodies cost the server: its memory [MiB], their ends, requests beside them."""
+
+    clients: int
+    before: float
+    during: float  # peak while the stalled connections were open
+    after: float
+    outcomes: list[str]  # per stalled connection: its HTTP status, "closed", or "open" (neither in time)
+    health: list[float]  # latencies [s] of the answered /health polls
+    ik: list[float]  # latencies [s] of the answered single-pose IK requests
+    failed: int  # polls or IK requests not answered 200
+
+    @property
+    def refused(self) -> bool:
+        """Whether every stalled connection got a 408 or was closed."""
+        return all(outcome in ("408", "closed") for outcome in self.outcomes)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the server answered every poll and IK request meanwhile (and at least one of each)."""
+        return self.failed == 0 and bool(self.health) and bool(self.ik)
+
+
+async def stall(url: str, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open a connection, send headers announcing a :data:`STALL_DECLARED`-byte JSON body and :data:`STALL_SENT`
+    bytes of it (a valid JSON prefix), and leave it there."""
+    host, port = httpx.URL(url).host, httpx.URL(url).port
+    reader, writer = await asyncio.open_connection(host, port)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {STALL_DECLARED}\r\n\r\n"
+    )
+    prefix = b'{"targets": ['
+    writer.write(head.encode() + prefix + b" " * (STALL_SENT - len(prefix)))
+    await writer.drain()
+    return reader, writer
+
+
+async def stall_outcome(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float) -> str:
+    """The HTTP status the server answers a stalled connection with, "closed" (no answer), or "open" (neither
+    within ``timeout`` seconds); the connection is closed on our side afterwards."""
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+    except asyncio.TimeoutError:  # the builtin TimeoutError only from Python 3.11
+        return "open"
+    except ConnectionError:
+        return "closed"
+    finally:
+        writer.close()
+    return line.split()[1].decode() if line else "closed"
+
+
+async def stalled(server: ServerProcess, robot: str, targets: list[dict], clients: int, read_timeout: float) -> Stalled:
+    """``clients`` stalled bodies against ``server``; one client polls ``/health`` and solves single poses meanwhile.
+
+    Memory before is read after a warm-up of that client; after, once every stalled connection has ended and the
+    server had a second to free what they held.
+    """
+    pid, path = server.process.pid, f"/v1/robots/{robot}/ik"
+    health: list[float] = []
+    ik: list[float] = []
+    failed = 0
+    stop = asyncio.Event()
+
+    async def timed(latencies: list[float], request: Awaitable[httpx.Response]) -> None:
+        nonlocal failed
+        start = time.perf_counter()
+        try:
+            answered = (await request).status_code == 200
+        except httpx.HTTPError:
+            answered = False
+        if answered:
+            latencies.append(time.perf_counter() - start)
+        else:
+            failed += 1
+
+    async def probe(http: httpx.AsyncClient, k: int) -> None:
+        await timed(health, http.get("/health"))
+        await timed(ik, http.post(path, json={"targets": [targets[k % len(targets)]]}))
+
+    async def poll(http: httpx.AsyncClient) -> float:
+        """Probe until ``stop``; the peak memory seen [MiB]."""
+        peak, k = 0.0, 0
+        while not stop.is_set():
+            await probe(http, k)
+            peak, k = max(peak, rss_mib(pid)), k + 1
+            await asyncio.sleep(0.01)
+        return peak
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=10 * read_timeout) as http:
+        for k in range(20):  # warm-up
+            await probe(http, k)
+        health.clear()
+        ik.clear()
+        await asyncio.sleep(0.5)
+        before = rss_mib(pid)
+        polling = asyncio.create_task(poll(http))
+        connections = await asyncio.gather(*(stall(server.url, path) for _ in range(clients)))
+        sent = rss_mib(pid)
+        outcomes = await asyncio.gather(
+            *(stall_outcome(reader, writer, 2 * read_timeout + 10) for reader, writer in connections)
+        )
+        stop.set()
+        peak = max(sent, await polling)
+    await asyncio.sleep(1.0)
+    return Stalled(clients, before, peak, rss_mib(pid), list(outcomes), health, ik, failed)
+
+
+def measure_stalled(flags: Sequence[str], args: argparse.Namespace) -> int:
+    """``--stalled``: one server with a short read timeout, ``args.stalled`` stalled bodies; print the table."""
+    flags = [*flags, "--robots", args.robot, "--read-timeout", f"{args.read_timeout:g}"]
+    with running_server(flags) as server:
+        targets = reachable_targets(server.url, args.robot, 64, seed=0)
+        run = asyncio.run(stalled(server, args.robot, targets, args.stalled, args.read_timeout))
+    others = sorted({o for o in run.outcomes if o not in ("408", "closed")})
+    header = [
+        "stalled", "RSS before [MiB]", "during (peak)", "after", "after - before", "408", "closed", "other",
+        "/health max [ms]", "small IK max [ms]", "failed",
+    ]  # fmt: skip
+    row = [
+        str(run.clients),
+        f"{run.before:.0f}",
+        f"{run.during:.0f}",
+        f"{run.after:.0f}",
+        f"{run.after - run.before:+.1f}",
+        str(run.outcomes.count("408")),
+        str(run.outcomes.count("closed")),
+        ", ".join(f"{o} x{run.outcomes.count(o)}" for o in others) or "-",
+        f"{1e3 * max(run.health, default=float('nan')):.1f}",
+        f"{1e3 * max(run.ik, default=float('nan')):.1f}",
+        str(run.failed),
+    ]
+    print(markdown_table(header, [row]))
+    print(
+        f"\ngoals: every stalled connection refused (408) or closed: {'yes' if run.refused else 'NO'}; "
+        f"server answering meanwhile ({len(run.health)} /health, {len(run.ik)} IK): "
+        f"{'yes' if run.answering else 'NO'}; "
+        f"RSS after within {STALL_RSS_SLACK:g} MiB of before: {run.after - run.before:+.1f} MiB"
+    )
+    return 0 if run.refused and run.answering and run.after - run.before <= STALL_RSS_SLACK else 1
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 s per point instead of 8")
+    parser.add_argument("--quick", action="store_true", help="2 s per point instead of 8 (--stalled: 1 s read timeout)")
     parser.add_argument("--robot", default="ur5e")
     parser.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=None, help="measured time per point [s]")
     parser.add_argument("--hostile", action="store_true", help="also time a maximal request and requests beside it")
     parser.add_argument("--soak", type=float, default=0, help="then load 64 clients for this long [s], memory watched")
+    parser.add_argument(
+        "--stalled", type=int, default=0, metavar="N", help="instead: N clients stall 4 MiB bodies, memory watched"
+    )
+    parser.add_argument("--read-timeout", type=float, help="server's --read-timeout with --stalled [s] (2; quick: 1)")
     parser.add_argument("--json", type=Path, help="also write the points here (plotted by bench/report.py)")
     parser.add_argument("--max-iterations", type=int, default=100)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     args = parser.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.quick else 8.0)
     args.warmup = min(1.0, args.seconds / 4)
+    args.read_timeout = args.read_timeout or (1.0 if args.quick else 2.0)
+    if args.stalled < 0 or args.read_timeout <= 0:
+        parser.error("--stalled must be >= 0 and --read-timeout positive")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    common = ["--device", args.device, "--max-targets", "1024"]
+    if args.stalled:
+        print(
+            f"stalled bodies: {args.stalled} clients send {STALL_SENT >> 20} MiB of {STALL_DECLARED >> 20} MiB "
+            f"and stall; server --read-timeout {args.read_timeout:g} s, {args.robot} on {args.device}"
+        )
+        return measure_stalled(common, args)
     print(f"server load: {args.robot} on {args.device}, single-pose IK requests, {args.seconds:g} s per point")
     print(f"{'mode':>9} {'clients':>7} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'failed':>6}")
-    common = ["--device", args.device, "--max-targets", "1024"]
     batched = measure("batched", common, args)
     args.hostile, args.soak = False, 0
     unbatched = measure("unbatched", [*common, "--max-requests-in-flight", "1"], args)["unbatched"]

@@ -36,3 +36,31 @@ def test_warm_start_bench_verifies_its_answers():
     median, p99, most = (int(x) for x in row.split("|")[3].split("/"))
     assert median <= p99 <= most <= 3  # 5 mm from the answer: a few iterations
     assert "panda batch 500: success" in done.stdout
+
+
+@pytest.mark.slow
+def test_active_joints_bench_verifies_its_answers(erd_urdf):
+    urdf = erd_urdf("tiago_description/robots/tiago_dual.urdf")
+    script = ROOT / "bench" / "active_joints.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--batch", "100", "--repeats", "1", "--urdf", str(urdf)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits non-zero on an unconfirmed success
+    rows = {line.split("|")[1].strip(): line.split("|") for line in done.stdout.splitlines() if line.startswith("| 1")}
+    assert set(rows) == {"101-joint model", "12-joint model"}
+    assert all(row[2].strip() == "8" and row[5].strip() == "0" for row in rows.values())  # moving joints, unconfirmed
+    assert "(goal >= 0.8x" in done.stdout
+
+
+@pytest.mark.slow
+def test_server_load_stalled_bodies_are_refused():
+    script = ROOT / "bench" / "server_load.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--stalled", "4", "--quick"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # non-zero: kept open, memory, no answer
+    row = next(line.split("|") for line in done.stdout.splitlines() if line.startswith("| 4 |"))
+    assert int(row[6]) + int(row[7]) == 4  # every stalled connection got a 408 or was closed
+    assert int(row[11]) == 0  # no /health or IK request failed meanwhile
