@@ -279,8 +279,11 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                 if revolute[x] != 0:
                     linear = wp.cross(a, tip_p - vec3(origins[0, j], origins[1, j], origins[2, j]))
                     angular = a
-                linear = base_rot * linear * scale[x]
-                angular = base_rot * angular * scale[x]
+                linear = linear * scale[x]
+                angular = angular * scale[x]
+                if wp.static(floating):  # into the world's axes
+                    linear = base_rot * linear
+                    angular = base_rot * angular
                 for k in range(3):
                     jac[6 * fr + k, c] = jac[6 * fr + k, c] + linear[k]
                     jac[6 * fr + 3 + k, c] = jac[6 * fr + 3 + k, c] + angular[k]
@@ -293,8 +296,11 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                         jac[6 * fr + k, b] = base_rot[k, b]
                         jac[6 * fr + k, 3 + b] = moment[k]
                         jac[6 * fr + 3 + k, 3 + b] = base_rot[k, b]
-            dp = target_pos[i, fr] - (base_rot * tip_p + base_pos)
-            dr = so3_log(target_rot[i, fr] * wp.transpose(base_rot * tip_r))
+            if wp.static(floating):
+                tip_p = base_rot * tip_p + base_pos
+                tip_r = base_rot * tip_r
+            dp = target_pos[i, fr] - tip_p
+            dr = so3_log(target_rot[i, fr] * wp.transpose(tip_r))
             for k in range(3):
                 e[6 * fr + k] = dp[k]
                 e[6 * fr + 3 + k] = dr[k]
