@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from ik_layer import IKLayerError, RobotNotFound
 from ik_layer.server.decode import MAX_REPORTED_ERRORS
@@ -29,6 +30,7 @@ ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (TooManyRows, 413),
     (TooMuchWork, 413),
     (UnsupportedMediaType, 415),
+    (ClientDisconnect, 400),  # the client left mid-body: nobody reads the answer, and it is not our error
     (IKLayerError, 422),
     (ServiceUnavailable, 503),
 )

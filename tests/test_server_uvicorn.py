@@ -150,6 +150,11 @@ def test_slow_clients_are_dropped_and_a_client_that_leaves_cancels_its_rows() ->
             while chunk := slow_body.recv(4096):
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in answer
+        with socket.create_connection((host, int(port)), timeout=10) as gone:  # leaves in the middle of its body
+            head = b"POST /v1/robots/ur5e/ik HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            gone.sendall(head + b"Content-Length: 100000\r\n\r\n" + b"{" + b" " * 50_000)
+        client_left = 'ik_layer_errors_total{endpoint="/v1/robots/{name}/ik",status="400"}'
+        assert wait_for_metric(running.url, lambda text: metric(text, client_left) == 1)  # not a 500
         assert httpx.get(f"{running.url}/health").status_code == 200
 
         raw = json.dumps(long_request()).encode()
