@@ -273,6 +273,9 @@ class _LMState:
 
         Joints the step would push past a limit are set at that limit, and the step
         of the other joints is solved again with them fixed (one active-set pass).
+        With a posture, a pulled step that does not lower the cost falls back on the
+        plain one (the pull, projected on the damped null space, must never hold a
+        seed back from its target).
         """
         robot = problem.robot
         floor = max(_LAMBDA_MIN, _EPS_FLOOR * torch.finfo(self.q.dtype).eps)
@@ -282,15 +285,17 @@ class _LMState:
         if problem.posture is not None:  # the joints only: a floating base follows the frames
             joints = _POSTURE_GAIN * _joints(robot, problem.posture[rows, None] - self.q)
             pull = torch.cat((joints.new_zeros(*joints.shape[:-1], robot.dof - joints.shape[-1]), joints), -1)
-        dq, info = _damped_step(self.jac, self.e, w, damping, pull)
-        blocked, dq_blocked = _at_limits(robot, self.q, dq)
-        e_rest = self.e - (self.jac @ dq_blocked[..., None]).squeeze(-1)
-        dq_free, info_free = _damped_step(self.jac * ~blocked[..., None, :], e_rest, w, damping, pull)
-        dq = torch.where(blocked, dq_blocked, dq_free)
-        info = info | info_free
-        q_new = robot.wrap(robot.integrate(self.q, dq))
+        q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
+        if pull is not None:
+            q_plain, info_plain = self._candidate(robot, w, damping, None)
+            e_plain, jac_plain, cost_plain = _evaluate(problem, rows, q_plain)
+            plain = ~accept & (cost_plain < self.cost) & (info_plain == 0)
+            p3, p4 = plain[..., None], plain[..., None, None]
+            q_new, e_new = torch.where(p3, q_plain, q_new), torch.where(p3, e_plain, e_new)
+            jac_new, cost_new = torch.where(p4, jac_plain, jac_new), torch.where(plain, cost_plain, cost_new)
+            accept = accept | plain
         a3, a4 = accept[..., None], accept[..., None, None]
         return _LMState(
             q=torch.where(a3, q_new, self.q),
@@ -300,6 +305,16 @@ class _LMState:
             mu=torch.where(accept, self.mu * _MU_DECREASE, self.mu * _MU_INCREASE).clamp(_MU_MIN, _MU_MAX),
             age=self.age + 1,
         )
+
+    def _candidate(self, robot: Robot, w: Tensor, damping: Tensor, pull: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The configuration one damped step (with its active-set pass and ``pull``) leads to, and the solver's
+        status (non-zero: singular)."""
+        dq, info = _damped_step(self.jac, self.e, w, damping, pull)
+        blocked, dq_blocked = _at_limits(robot, self.q, dq)
+        e_rest = self.e - (self.jac @ dq_blocked[..., None]).squeeze(-1)
+        dq_free, info_free = _damped_step(self.jac * ~blocked[..., None, :], e_rest, w, damping, pull)
+        dq = torch.where(blocked, dq_blocked, dq_free)
+        return robot.wrap(robot.integrate(self.q, dq)), info | info_free
 
     def select(self, keep: Tensor) -> _LMState:
         """The state of the targets in ``keep`` (A,) bool."""

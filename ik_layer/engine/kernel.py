@@ -11,7 +11,8 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
    active-set pass for the joints it pushes past a limit, the candidate ``wrap(integrate(q, dq))``; a
    slot with a posture adds ``pull - (H + damping I)^-1 H pull``, ``pull = 0.1 (posture - q)`` over the
    joints, to both solves (``ik_layer.solver._damped_step``: the pull projected on the null space);
-3. the candidate is kept iff it lowers the cost (``mu *= 0.3``), else ``mu *= 4``;
+3. the candidate is kept iff it lowers the cost (``mu *= 0.3``), else ``mu *= 4``; with a posture, a pulled
+   candidate that does not lower the cost gives way to the plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
    ``_Problem._record``: the score, or ``d / (1 + d)`` (``d`` the joints' distance to the posture) for a
@@ -146,8 +147,9 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     """The warp functions of one LM step for a robot of ``layout`` and ``dtype`` floats.
 
     ``so3_log``, ``evaluate`` (error, Jacobian, weighted cost at q), ``errors_of``, ``score_of``,
-    ``damped_solve``, ``integrate``, ``neutral``, ``rank_of`` and ``wrap``; :func:`lm_block_kernel` is built from
-    them, and so is the bake-off's one-step kernel (``bench/kernel_bakeoff.py``).
+    ``damped_solve``, ``candidate``, ``integrate``, ``neutral``, ``aligned``, ``rank_of`` and ``wrap``;
+    :func:`lm_block_kernel` is built from them, and so is the bake-off's one-step kernel
+    (``bench/kernel_bakeoff.py``).
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Layout, got {type(layout).__name__}")
@@ -503,12 +505,52 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
             return f(pi) - m
         return wp.min(wp.max(x, lower), upper)
 
+    @wp.func
+    def candidate(
+        q: vecq,
+        e: vecr,
+        jac: jac_t,
+        w: vecr,
+        damping: f,
+        pull: vect,
+        use_pull: wp.int32,
+        lower: wp.array(dtype=f),
+        upper: wp.array(dtype=f),
+        continuous: wp.array(dtype=wp.int32),
+    ):
+        """The configuration one damped step leads to (one active-set pass for the joints it pushes past a limit,
+        as ``solver._LMState._candidate``), and 1 if its solves succeeded, else 0."""
+        ones = vect()
+        for a in range(dof):
+            ones[a] = f(1.0)
+        dq, ok = damped_solve(jac, e, w, damping, ones, pull, use_pull)
+        if ok == 0:
+            return q, ok
+        free = ones
+        dq_blocked = vect()
+        any_blocked = wp.int32(0)
+        for a in range(joints):
+            target_q = q[bq + a] + dq[bv + a]
+            if continuous[a] == 0 and (target_q < lower[a] or target_q > upper[a]):
+                free[bv + a] = f(0.0)
+                dq_blocked[bv + a] = wrap(target_q, lower[a], upper[a], continuous[a]) - q[bq + a]
+                any_blocked = 1
+        if any_blocked != 0:
+            dq_free, ok = damped_solve(jac, e - jac * dq_blocked, w, damping, free, pull, use_pull)
+            for a in range(dof):
+                dq[a] = dq_blocked[a] + free[a] * dq_free[a]
+        q_new = integrate(q, dq)
+        for a in range(joints):
+            q_new[bq + a] = wrap(q_new[bq + a], lower[a], upper[a], continuous[a])
+        return q_new, ok
+
     return SimpleNamespace(
         so3_log=so3_log,
         evaluate=evaluate,
         errors_of=errors_of,
         score_of=score_of,
         damped_solve=damped_solve,
+        candidate=candidate,
         integrate=integrate,
         neutral=neutral,
         aligned=aligned,
@@ -526,7 +568,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
     """
     fns = lm_functions(layout, dtype)
     evaluate, score_of, errors_of = fns.evaluate, fns.score_of, fns.errors_of
-    damped_solve, integrate, neutral, aligned = fns.damped_solve, fns.integrate, fns.neutral, fns.aligned
+    candidate, neutral, aligned = fns.candidate, fns.neutral, fns.aligned
     rank_of, wrap = fns.rank_of, fns.wrap
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)
     frames, joints, nq, dof = layout.frames, layout.joints, layout.nq, layout.dof
@@ -594,9 +636,6 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
         for a in range(nq):
             q[a] = q_state[i, a]
             bq_best[a] = best_q[i, a]
-        ones = vect()
-        for a in range(dof):
-            ones[a] = f(1.0)
         use_pull = has_posture[i]
         if use_pull != 0:
             for a in range(nq):
@@ -655,38 +694,23 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             if use_pull != 0:
                 for a in range(joints):
                     pull[bv + a] = f(_POSTURE_GAIN) * (goal[bq + a] - q[bq + a])
-            dq, ok = damped_solve(jac, e, w, damping, ones, pull, use_pull)
-            q_new = q
-            if ok != 0:
-                free = ones
-                dq_blocked = vect()
-                any_blocked = wp.int32(0)
-                for a in range(joints):
-                    target_q = q[bq + a] + dq[bv + a]
-                    if continuous[a] == 0 and (target_q < lower[a] or target_q > upper[a]):
-                        free[bv + a] = f(0.0)
-                        dq_blocked[bv + a] = wrap(target_q, lower[a], upper[a], continuous[a]) - q[bq + a]
-                        any_blocked = 1
-                if any_blocked != 0:
-                    e_rest = e - jac * dq_blocked
-                    dq_free, ok = damped_solve(jac, e_rest, w, damping, free, pull, use_pull)
-                    for a in range(dof):
-                        dq[a] = dq_blocked[a] + free[a] * dq_free[a]
-                q_new = integrate(q, dq)
-                for a in range(joints):
-                    q_new[bq + a] = wrap(q_new[bq + a], lower[a], upper[a], continuous[a])
+            # the pulled step; if it does not lower the cost, the plain one (the pull must not hold the seed back)
             accept = wp.int32(0)
-            if ok != 0:
-                e_new, jac_new, cost_new = evaluate(
-                    q_new, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide,
-                    axis, revolute, cols, scale, offset, tip_rot, tip_pos,
-                )  # fmt: skip
-                if cost_new < cost:
-                    accept = 1
-                    q = q_new
-                    e = e_new
-                    jac = jac_new
-                    cost = cost_new
+            for attempt in range(2):
+                if accept == 0 and (attempt == 0 or use_pull != 0):
+                    pulled = use_pull if attempt == 0 else wp.int32(0)
+                    q_new, ok = candidate(q, e, jac, w, damping, pull, pulled, lower, upper, continuous)
+                    if ok != 0:
+                        e_new, jac_new, cost_new = evaluate(
+                            q_new, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos,
+                            slide, axis, revolute, cols, scale, offset, tip_rot, tip_pos,
+                        )  # fmt: skip
+                        if cost_new < cost:
+                            accept = 1
+                            q = q_new
+                            e = e_new
+                            jac = jac_new
+                            cost = cost_new
             mu = wp.clamp(mu * (f(_MU_DECREASE) if accept != 0 else f(_MU_INCREASE)), f(_MU_MIN), f(_MU_MAX))
             it += 1
             age += 1
