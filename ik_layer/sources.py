@@ -6,6 +6,7 @@ own reason for refusing a model (Pinocchio prints some of them to stderr) is par
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -80,6 +81,7 @@ def _from_xml(text: str, origin: str, name: str | None = None, ee_frame: str | N
     """Parse URDF or MJCF ``text`` (``origin``, its path or "text", names it in errors)."""
     if _root_tag(text) == "mujoco":
         model = _parse(_mjcf_model, text, f"MJCF {origin}")
+        _restore_slide_ranges(model, text)
         return ModelSource(model, name or model.name, ee_frame)
     model = _parse(pin.buildModelFromXML, text, f"URDF {origin}")
     return ModelSource(model, name or model.name, ee_frame, _urdf_extras(model, text))
@@ -134,6 +136,27 @@ def _mjcf_model(text: str) -> pin.Model:
         path = Path(folder, "model.xml")
         path.write_text(text)
         return pin.buildModelFromMJCF(str(path))
+
+
+def _restore_slide_ranges(model: pin.Model, text: str) -> None:
+    """Undo the degree conversion that Pinocchio's MJCF parser (4.1) applies to slide joints' ranges under MuJoCo's
+    ``angle="degree"`` (the default): a range of metres divided by 180 / pi. Checked once against a probe model, so
+    a parser without the bug is left alone."""
+    angle = re.search(r"<compiler\b[^>]*?\bangle\s*=\s*[\"'](\w+)", _COMMENT.sub("", text))
+    if (angle is not None and angle.group(1).lower() == "radian") or not _slide_ranges_read_as_degrees():
+        return
+    for j in range(1, model.njoints):
+        joint = model.joints[j]
+        if joint.nq == 1 and joint.shortname().startswith(("JointModelP", "JointModelPrismatic")):
+            for limits in (model.lowerPositionLimit, model.upperPositionLimit):
+                limits[joint.idx_q] *= 180 / np.pi
+
+
+@functools.cache
+def _slide_ranges_read_as_degrees() -> bool:
+    """Whether this Pinocchio's MJCF parser converts a slide joint's range as an angle under ``angle="degree"``."""
+    probe = '<mujoco><worldbody><body name="b"><joint name="s" type="slide" range="-1 1"/></body></worldbody></mujoco>'
+    return abs(float(_mjcf_model(probe).upperPositionLimit[0]) - 1.0) > 1e-9
 
 
 def _parse(parser: Callable[[str], _T], text: str, label: str) -> _T:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 
@@ -78,7 +79,6 @@ def test_limit_without_bounds_is_unbounded_not_frozen():
     assert robot.upper.tolist() == [np.pi, ik_layer.limits.PRISMATIC_HALF_RANGE]
 
 
-# Radians: Pinocchio 4.1 reads slide ranges in degrees too under MuJoCo's default angle="degree".
 MJCF = """<mujoco model="mj_arm"><compiler angle="radian"/><worldbody>
   <body name="b1" pos="0 0 0.1"><joint name="j1" type="hinge" axis="0 0 1" range="-1.5 1.5" limited="true"/>
     <geom type="capsule" size="0.02" fromto="0 0 0 0.3 0 0"/>
@@ -87,6 +87,18 @@ MJCF = """<mujoco model="mj_arm"><compiler angle="radian"/><worldbody>
       <body name="b3" pos="0.2 0 0"><joint name="j3" type="hinge" axis="0 1 0"/>
         <geom type="sphere" size="0.02"/><site name="tool" pos="0 0 0.1"/></body></body></body>
 </worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("compiler", ['<compiler angle="degree"/>', ""], ids=["degree", "default"])
+def test_mjcf_in_degrees_keeps_slide_ranges_in_metres(compiler):
+    """MuJoCo's default angle unit is the degree: hinge ranges convert to radians, slide ranges stay metres
+    (Pinocchio 4.1 converts both; the loader undoes it for slides)."""
+    text = MJCF.replace('<compiler angle="radian"/>', compiler).replace('range="-1.5 1.5"', 'range="-90 45"')
+    robot = ik_layer.load_robot(text)
+    expected_lower = torch.tensor([-math.pi / 2, -0.1], dtype=torch.float64)
+    expected_upper = torch.tensor([math.pi / 4, 0.2], dtype=torch.float64)
+    torch.testing.assert_close(robot.lower[:2], expected_lower, rtol=0, atol=1e-12)
+    torch.testing.assert_close(robot.upper[:2], expected_upper, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("as_file", [True, False], ids=["file", "text"])
