@@ -36,7 +36,7 @@ import warp as wp
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 import ik_layer
-from ik_layer.engine.kernel import Layout, damping_floor, lm_functions, warp_types
+from ik_layer.engine.kernel import Layout, chain_struct, damping_floor, lm_functions, warp_types
 from ik_layer.engine.slots import Slots
 from ik_layer.lie import pose_error
 
@@ -70,6 +70,7 @@ def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
     dof = layout.dof
     vecq = wp.types.vector(dof, f)
     floor = damping_floor(dtype)
+    Chain = chain_struct(dtype)
 
     @wp.kernel(module="unique")
     def step(
@@ -77,18 +78,7 @@ def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
         mu: wp.array(dtype=f),
-        place_rot: wp.array(dtype=mat33),
-        place_rot_k: wp.array(dtype=mat33),
-        place_rot_k2: wp.array(dtype=mat33),
-        place_pos: wp.array(dtype=vec3),
-        slide: wp.array(dtype=vec3),
-        axis: wp.array(dtype=vec3),
-        revolute: wp.array(dtype=wp.int32),
-        cols: wp.array(dtype=wp.int32),
-        scale: wp.array(dtype=f),
-        offset: wp.array(dtype=f),
-        tip_rot: wp.array(dtype=mat33),
-        tip_pos: wp.array(dtype=vec3),
+        chain: Chain,
         dq: wp.array2d(dtype=f),
         cost: wp.array(dtype=f),
     ):
@@ -99,10 +89,7 @@ def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             x[a] = q[i, a]
             ones[a] = f(1.0)
         w = vec6(f(1.0), f(1.0), f(1.0), f(1.0), f(1.0), f(1.0))
-        e, jac, err = evaluate(
-            x, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis,
-            revolute, cols, scale, offset, tip_rot, tip_pos,
-        )  # fmt: skip
+        e, jac, err = evaluate(x, i, target_rot, target_pos, w, chain)
         y, _ok = damped_solve(jac, e, w, mu[i] * err + f(floor), ones, vecq(), 0)
         for a in range(dof):
             dq[i, a] = y[a]
@@ -115,11 +102,11 @@ def warp_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """A recorded launch of the warp step over the given (bound once) tensors."""
     kernel = warp_step_kernel(Layout.of(robot), robot.dtype)
     _, _, vec3, _, mat33 = warp_types(robot.dtype)
-    chain = Slots(robot, 0).chain_arrays()[:12]  # the engine's views of the chain, up to the tip
+    chain = Slots(robot, 0).chain  # the engine's views of the chain
     rot, pos = target[:, None, :3, :3].contiguous(), target[:, None, :3, 3].contiguous()
     inputs = [
         wp.from_torch(q), wp.from_torch(rot, dtype=mat33), wp.from_torch(pos, dtype=vec3), wp.from_torch(mu),
-        *chain, wp.from_torch(dq), wp.from_torch(cost),
+        chain, wp.from_torch(dq), wp.from_torch(cost),
     ]  # fmt: skip
     command = wp.launch(kernel, dim=q.shape[0], inputs=inputs, device="cpu", record_cmd=True)
     return command.launch

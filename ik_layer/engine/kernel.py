@@ -71,6 +71,7 @@ __all__ = [
     "RUNNING",
     "SOLVED",
     "Layout",
+    "chain_struct",
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
@@ -143,6 +144,33 @@ def warp_types(dtype: torch.dtype) -> tuple[type, type, type, type, type]:
 
 
 @functools.cache
+def chain_struct(dtype: torch.dtype) -> type:
+    """The warp struct of a robot's chains as the kernel reads them (F x length entries in a row; see
+    :class:`~ik_layer.engine.slots.Slots`), and of its joints' limits, for ``dtype`` floats."""
+    f, _, vec3, _, mat33 = warp_types(dtype)
+
+    @wp.struct
+    class Chain:
+        place_rot: wp.array(dtype=mat33)  # per entry: placement rotation, R K and R K^2 (K the axis' skew)
+        place_rot_k: wp.array(dtype=mat33)
+        place_rot_k2: wp.array(dtype=mat33)
+        place_pos: wp.array(dtype=vec3)  # placement translation
+        slide: wp.array(dtype=vec3)  # R s for prismatic entries
+        axis: wp.array(dtype=vec3)  # unit axis in the joint frame
+        revolute: wp.array(dtype=wp.int32)
+        cols: wp.array(dtype=wp.int32)  # the coordinate moving the entry: q[col] * scale + offset
+        scale: wp.array(dtype=f)
+        offset: wp.array(dtype=f)
+        tip_rot: wp.array(dtype=mat33)  # per frame: its placement in the last entry's frame
+        tip_pos: wp.array(dtype=vec3)
+        lower: wp.array(dtype=f)  # per joint coordinate
+        upper: wp.array(dtype=f)
+        continuous: wp.array(dtype=wp.int32)
+
+    return Chain
+
+
+@functools.cache
 def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     """The warp functions of one LM step for a robot of ``layout`` and ``dtype`` floats.
 
@@ -158,6 +186,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     nq, dof, rows = layout.nq, layout.dof, 6 * layout.frames
     bq, bv = nq - joints, dof - joints  # where the joints start in q and in a tangent
     vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(rows, f)
+    Chain = chain_struct(dtype)
     jac_t = wp.types.matrix((rows, dof), f)
     hess_t = wp.types.matrix((dof, dof), f)
     chain_t = wp.types.matrix((3, length), f)
@@ -212,17 +241,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     def chain_pose(
         q: vecq,
         fr: int,
-        place_rot: wp.array(dtype=mat33),
-        place_rot_k: wp.array(dtype=mat33),
-        place_rot_k2: wp.array(dtype=mat33),
-        place_pos: wp.array(dtype=vec3),
-        slide: wp.array(dtype=vec3),
-        axis: wp.array(dtype=vec3),
-        cols: wp.array(dtype=wp.int32),
-        scale: wp.array(dtype=f),
-        offset: wp.array(dtype=f),
-        tip_rot: wp.array(dtype=mat33),
-        tip_pos: wp.array(dtype=vec3),
+        chain: Chain,
     ):
         """Rotation and position of frame ``fr`` in the base frame at ``q``, and per chain entry its axis and
         origin (columns of two 3 x length matrices), as ``kinematics.chain_kinematics``."""
@@ -232,15 +251,17 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         origins = chain_t()
         for j in range(length):
             x = fr * length + j
-            qj = q[bq + cols[x]] * scale[x] + offset[x]
-            local = place_rot[x] + wp.sin(qj) * place_rot_k[x] + (f(1.0) - wp.cos(qj)) * place_rot_k2[x]
-            pos = pos + rot * (place_pos[x] + qj * slide[x])
+            qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
+            local = (
+                chain.place_rot[x] + wp.sin(qj) * chain.place_rot_k[x] + (f(1.0) - wp.cos(qj)) * chain.place_rot_k2[x]
+            )
+            pos = pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
             rot = rot * local
-            a = rot * axis[x]
+            a = rot * chain.axis[x]
             for k in range(3):
                 axes[k, j] = a[k]
                 origins[k, j] = pos[k]
-        return rot * tip_rot[fr], pos + rot * tip_pos[fr], axes, origins
+        return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr], axes, origins
 
     @wp.func
     def evaluate(
@@ -249,18 +270,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
         w: vecr,
-        place_rot: wp.array(dtype=mat33),
-        place_rot_k: wp.array(dtype=mat33),
-        place_rot_k2: wp.array(dtype=mat33),
-        place_pos: wp.array(dtype=vec3),
-        slide: wp.array(dtype=vec3),
-        axis: wp.array(dtype=vec3),
-        revolute: wp.array(dtype=wp.int32),
-        cols: wp.array(dtype=wp.int32),
-        scale: wp.array(dtype=f),
-        offset: wp.array(dtype=f),
-        tip_rot: wp.array(dtype=mat33),
-        tip_pos: wp.array(dtype=vec3),
+        chain: Chain,
     ):
         """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
         ``solver._evaluate``."""
@@ -268,21 +278,18 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         jac = jac_t()  # coordinates off a frame's chain keep zero columns in its rows
         e = vecr()
         for fr in range(frames):
-            tip_r, tip_p, axes, origins = chain_pose(
-                q, fr, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols, scale, offset, tip_rot,
-                tip_pos,
-            )  # fmt: skip
+            tip_r, tip_p, axes, origins = chain_pose(q, fr, chain)
             for j in range(length):
                 x = fr * length + j
-                c = bv + cols[x]
+                c = bv + chain.cols[x]
                 a = vec3(axes[0, j], axes[1, j], axes[2, j])
                 linear = a
                 angular = vec3()
-                if revolute[x] != 0:
+                if chain.revolute[x] != 0:
                     linear = wp.cross(a, tip_p - vec3(origins[0, j], origins[1, j], origins[2, j]))
                     angular = a
-                linear = linear * scale[x]
-                angular = angular * scale[x]
+                linear = linear * chain.scale[x]
+                angular = angular * chain.scale[x]
                 if wp.static(floating):  # into the world's axes
                     linear = base_rot * linear
                     angular = base_rot * angular
@@ -414,27 +421,14 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
         w: vecr,
-        place_rot: wp.array(dtype=mat33),
-        place_rot_k: wp.array(dtype=mat33),
-        place_rot_k2: wp.array(dtype=mat33),
-        place_pos: wp.array(dtype=vec3),
-        slide: wp.array(dtype=vec3),
-        axis: wp.array(dtype=vec3),
-        cols: wp.array(dtype=wp.int32),
-        scale: wp.array(dtype=f),
-        offset: wp.array(dtype=f),
-        tip_rot: wp.array(dtype=mat33),
-        tip_pos: wp.array(dtype=vec3),
+        chain: Chain,
     ) -> vecq:
         """``q`` (its base at the origin) with a floating base placed where the first frame meets its target at
         ``q``'s joints, as :meth:`ik_layer.solver._Problem.random_starts`: its pose if that frame weighs a
         rotation axis, else its position."""
         out = q
         if wp.static(floating):
-            tip_r, tip_p, _, _ = chain_pose(
-                q, 0, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols, scale, offset, tip_rot,
-                tip_pos,
-            )  # fmt: skip
+            tip_r, tip_p, _, _ = chain_pose(q, 0, chain)
             base_rot, base_pos = base_pose(q)
             if w[3] > f(0.0) or w[4] > f(0.0) or w[5] > f(0.0):
                 base_rot = target_rot[i, 0] * wp.transpose(tip_r)
@@ -514,9 +508,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         damping: f,
         pull: vect,
         use_pull: wp.int32,
-        lower: wp.array(dtype=f),
-        upper: wp.array(dtype=f),
-        continuous: wp.array(dtype=wp.int32),
+        chain: Chain,
     ):
         """The configuration one damped step leads to (one active-set pass for the joints it pushes past a limit,
         as ``solver._LMState._candidate``), and 1 if its solves succeeded, else 0."""
@@ -531,9 +523,9 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         any_blocked = wp.int32(0)
         for a in range(joints):
             target_q = q[bq + a] + dq[bv + a]
-            if continuous[a] == 0 and (target_q < lower[a] or target_q > upper[a]):
+            if chain.continuous[a] == 0 and (target_q < chain.lower[a] or target_q > chain.upper[a]):
                 free[bv + a] = f(0.0)
-                dq_blocked[bv + a] = wrap(target_q, lower[a], upper[a], continuous[a]) - q[bq + a]
+                dq_blocked[bv + a] = wrap(target_q, chain.lower[a], chain.upper[a], chain.continuous[a]) - q[bq + a]
                 any_blocked = 1
         if any_blocked != 0:
             dq_free, ok = damped_solve(jac, e - jac * dq_blocked, w, damping, free, pull, use_pull)
@@ -541,7 +533,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                 dq[a] = dq_blocked[a] + free[a] * dq_free[a]
         q_new = integrate(q, dq)
         for a in range(joints):
-            q_new[bq + a] = wrap(q_new[bq + a], lower[a], upper[a], continuous[a])
+            q_new[bq + a] = wrap(q_new[bq + a], chain.lower[a], chain.upper[a], chain.continuous[a])
         return q_new, ok
 
     return SimpleNamespace(
@@ -574,26 +566,13 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
     frames, joints, nq, dof = layout.frames, layout.joints, layout.nq, layout.dof
     bq, bv = nq - joints, dof - joints
     vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(6 * frames, f)
+    Chain = chain_struct(dtype)
     floor = damping_floor(dtype)
 
     @wp.kernel(module="unique")
     def lm_block(
-        # the chains (Robot buffers, F x length entries) and the joints' limits
-        place_rot: wp.array(dtype=mat33),
-        place_rot_k: wp.array(dtype=mat33),
-        place_rot_k2: wp.array(dtype=mat33),
-        place_pos: wp.array(dtype=vec3),
-        slide: wp.array(dtype=vec3),
-        axis: wp.array(dtype=vec3),
-        revolute: wp.array(dtype=wp.int32),
-        cols: wp.array(dtype=wp.int32),
-        scale: wp.array(dtype=f),
-        offset: wp.array(dtype=f),
-        tip_rot: wp.array(dtype=mat33),
-        tip_pos: wp.array(dtype=vec3),
-        lower: wp.array(dtype=f),
-        upper: wp.array(dtype=f),
-        continuous: wp.array(dtype=wp.int32),
+        # the chains (Robot buffers) and the joints' limits
+        chain: Chain,
         # the slots' problem
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
@@ -657,17 +636,16 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             q = neutral(q)
             for a in range(joints):
                 u = f(wp.randf(state))
-                q[bq + a] = wrap(lower[a] * (f(1.0) - u) + upper[a] * u, lower[a], upper[a], continuous[a])
-            q = aligned(
-                q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, cols,
-                scale, offset, tip_rot, tip_pos,
-            )  # fmt: skip
+                q[bq + a] = wrap(
+                    chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u,
+                    chain.lower[a],
+                    chain.upper[a],
+                    chain.continuous[a],
+                )
+            q = aligned(q, i, target_rot, target_pos, w, chain)
             drawn = 2
 
-        e, jac, cost = evaluate(
-            q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide, axis, revolute,
-            cols, scale, offset, tip_rot, tip_pos,
-        )  # fmt: skip
+        e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
             best = f(wp.inf)
@@ -699,12 +677,9 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             for attempt in range(2):
                 if accept == 0 and (attempt == 0 or use_pull != 0):
                     pulled = use_pull if attempt == 0 else wp.int32(0)
-                    q_new, ok = candidate(q, e, jac, w, damping, pull, pulled, lower, upper, continuous)
+                    q_new, ok = candidate(q, e, jac, w, damping, pull, pulled, chain)
                     if ok != 0:
-                        e_new, jac_new, cost_new = evaluate(
-                            q_new, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos,
-                            slide, axis, revolute, cols, scale, offset, tip_rot, tip_pos,
-                        )  # fmt: skip
+                        e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
                         if cost_new < cost:
                             accept = 1
                             q = q_new
@@ -728,18 +703,12 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
                     q = neutral(q)
                     for a in range(joints):
                         u = f(wp.randf(state))
-                        x = lower[a] * (f(1.0) - u) + upper[a] * u  # as Robot.random_q, then wrapped
-                        q[bq + a] = wrap(x, lower[a], upper[a], continuous[a])
-                    q = aligned(
-                        q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos, slide,
-                        axis, cols, scale, offset, tip_rot, tip_pos,
-                    )  # fmt: skip
+                        x = chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u  # as Robot.random_q, then wrapped
+                        q[bq + a] = wrap(x, chain.lower[a], chain.upper[a], chain.continuous[a])
+                    q = aligned(q, i, target_rot, target_pos, w, chain)
                     mu = f(_MU_INIT)
                     age = 0
-                    e, jac, cost = evaluate(
-                        q, i, target_rot, target_pos, w, place_rot, place_rot_k, place_rot_k2, place_pos,
-                        slide, axis, revolute, cols, scale, offset, tip_rot, tip_pos,
-                    )  # fmt: skip
+                    e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
                 last = cost
         if st == RUNNING and it >= limit:
             st = EXHAUSTED

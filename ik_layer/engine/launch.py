@@ -16,7 +16,7 @@ __all__ = ["BlockLauncher"]
 class BlockLauncher:
     """A recorded launch of :func:`lm_block_kernel` over one :class:`~ik_layer.engine.slots.Slots`.
 
-    The arguments (the robot's chain and the slots' warp views) are bound once; each call
+    The arguments (the robot's chains and the slots' warp views) are bound once; each call
     replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
     queued on torch's current stream; on the CPU warp runs it before returning).
     """
@@ -26,7 +26,7 @@ class BlockLauncher:
         self.slots = slots
         self.kernel = lm_block_kernel(slots.layout, robot.dtype)
         self.device = wp.device_from_torch(slots.device)
-        inputs = [*slots.chain_arrays(), *slots.state_arrays(), 1]
+        inputs = [slots.chain, *slots.state_arrays(), 1]
         self._block_index = len(inputs) - 1
         self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
         self._rows = slots.capacity

@@ -17,7 +17,7 @@ import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, warp_types
+from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, chain_struct, warp_types
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
@@ -44,6 +44,8 @@ class Slots:
         age: int32 iterations since the slot's configuration (re)started.
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
+        chain: the robot's chains and joint limits as the kernel reads them
+            (:func:`~ik_layer.engine.kernel.chain_struct`).
     """
 
     def __init__(self, robot: Robot, capacity: int) -> None:
@@ -89,25 +91,27 @@ class Slots:
         # tip split in rotation and position.
         entries = frames * self.layout.length
         tip = robot._tip.reshape(frames, 4, 4)
-        self._chain = [
-            robot._place_rot.reshape(entries, 3, 3).contiguous(),
-            robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
-            robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
-            robot._place_pos.reshape(entries, 3).contiguous(),
-            robot._slide.reshape(entries, 3).contiguous(),
-            robot._axis.reshape(entries, 3).contiguous(),
-            robot._revolute.reshape(entries).to(torch.int32),
-            robot._chain_cols.reshape(entries).to(torch.int32),
-            robot._chain_scale.reshape(entries).to(self.dtype),
-            robot._chain_offset.reshape(entries).to(self.dtype),
-            tip[:, :3, :3].contiguous(),
-            tip[:, :3, 3].contiguous(),
-            robot.lower.contiguous(),
-            robot.upper.contiguous(),
-            robot.continuous.to(torch.int32),
-        ]
-        chain_types = [mat33, mat33, mat33, vec3, vec3, vec3, wp.int32, wp.int32, f, f, mat33, vec3, f, f, wp.int32]
-        self._chain_views = [wp.from_torch(t, dtype=d) for t, d in zip(self._chain, chain_types, strict=True)]
+        self._chain = {  # kept alive here: the warp views below do not own them
+            "place_rot": robot._place_rot.reshape(entries, 3, 3).contiguous(),
+            "place_rot_k": robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
+            "place_rot_k2": robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
+            "place_pos": robot._place_pos.reshape(entries, 3).contiguous(),
+            "slide": robot._slide.reshape(entries, 3).contiguous(),
+            "axis": robot._axis.reshape(entries, 3).contiguous(),
+            "revolute": robot._revolute.reshape(entries).to(torch.int32),
+            "cols": robot._chain_cols.reshape(entries).to(torch.int32),
+            "scale": robot._chain_scale.reshape(entries).to(self.dtype),
+            "offset": robot._chain_offset.reshape(entries).to(self.dtype),
+            "tip_rot": tip[:, :3, :3].contiguous(),
+            "tip_pos": tip[:, :3, 3].contiguous(),
+            "lower": robot.lower.contiguous(),
+            "upper": robot.upper.contiguous(),
+            "continuous": robot.continuous.to(torch.int32),
+        }
+        Chain = chain_struct(self.dtype)
+        self.chain = Chain()  # the kernel's struct of warp views of those tensors, bound once
+        for name, tensor in self._chain.items():
+            setattr(self.chain, name, wp.from_torch(tensor, dtype=Chain.vars[name].type.dtype))
         state = [
             (self.target_rot, mat33),
             (self.target_pos, vec3),
@@ -137,10 +141,6 @@ class Slots:
         self._fields = {name: value for name, value in vars(self).items() if isinstance(value, Tensor)}
         if self.device.type == "cpu":
             self._fields = {name: t.numpy() for name, t in self._fields.items()}
-
-    def chain_arrays(self) -> list[wp.array]:
-        """Warp views of the robot's chain, in the kernel's argument order."""
-        return list(self._chain_views)
 
     def state_arrays(self) -> list[wp.array]:
         """Warp views of the slots' problem and state, in the kernel's argument order."""
