@@ -102,13 +102,19 @@ class SolveOptions:
         """``options`` (default: the defaults) with the ``changes`` whose value is not None."""
         if options is not None and not isinstance(options, SolveOptions):
             raise IKLayerError(f"options must be a SolveOptions, got {type(options).__name__}")
-        base = options if options is not None else cls()
+        base = options if options is not None else _defaults(cls)
         given = {name: value for name, value in changes.items() if value is not None}
         return base.replace(**given) if given else base
 
     def as_dict(self) -> dict[str, int | float]:
         """The options as a plain mapping (for JSON, logs and keyword arguments)."""
         return dataclasses.asdict(self)
+
+
+@functools.cache
+def _defaults(cls: type[SolveOptions]) -> SolveOptions:
+    """The default options, built once (they are frozen)."""
+    return cls()
 
 
 @functools.cache
