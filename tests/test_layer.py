@@ -169,7 +169,11 @@ def test_ik_without_a_robot_raises() -> None:
 
 @pytest.mark.parametrize(
     "script, args",
-    [("examples/learn_through_ik.py", ["--epochs", "8"]), ("examples/invert_learned_model.py", [])],
+    [
+        ("examples/learn_through_ik.py", ["--epochs", "8"]),
+        ("examples/invert_learned_model.py", []),
+        ("examples/whole_body.py", []),  # exits 1 unless Pinocchio confirms >= 99 % of its answers
+    ],
 )
 def test_examples_run_and_report_success(script: str, args: list[str]) -> None:
     done = subprocess.run(
