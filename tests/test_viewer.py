@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
@@ -148,22 +150,34 @@ def test_viewer_draws_meshes_of_a_urdf_path(urdf_with_visuals: Path) -> None:
         torch.testing.assert_close(viewer.ee_pose()[:3], target[:3], rtol=0, atol=1e-4)
 
 
+def forward_lines(stream: Iterable[str], into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line)
+
+
 def test_cli_view_serves_until_ctrl_c() -> None:
+    """Ctrl-C once the viewer says it is ready (it serves its page before its first solve is done): exit 0."""
     port = free_port()
     command = [sys.executable, "-m", "ik_layer", "view", "planar3", "--port", str(port)]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=forward_lines, args=(process.stdout, lines), daemon=True).start()
+    seen = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        deadline = time.monotonic() + 120
+        while not any("(Ctrl-C to stop)" in line for line in seen):
+            assert process.poll() is None and time.monotonic() < deadline, "the viewer did not start: " + "".join(seen)
             try:
-                page = httpx.get(f"http://127.0.0.1:{port}", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, "the viewer did not start"
-                time.sleep(0.2)
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                continue
+        page = httpx.get(f"http://127.0.0.1:{port}", timeout=10)
         assert page.status_code == 200 and "<html" in page.text.lower()
     finally:
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
+        process.wait(timeout=30)
+    while not lines.empty():
+        seen.append(lines.get())
+    output = "".join(seen)
     assert process.returncode == 0, output
     assert f"planar3 at http://127.0.0.1:{port}" in output
