@@ -21,14 +21,13 @@ from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
 from ik_layer import OPTION_SPECS, Robot, SolveOptions
+from ik_layer.floating import BASE_NQ
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
-from ik_layer.server.schemas import UNION_TAGS, FKRequest, IKRequest, Pose
+from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings
 
 __all__ = ["MAX_REPORTED_ERRORS", "IKJob", "fk_configurations", "frame_keys", "frames_of", "ik_job", "parse"]
 
-_BASE_NQ = 7  # [x, y, z, qx, qy, qz, qw] of a floating base
-_MIN_QUATERNION_NORM = 1e-6  # as a target's (schemas.Pose)
 
 MAX_REPORTED_ERRORS = 10
 """Validation errors listed in a 422 answer at most (the answer says how many there were)."""
@@ -184,11 +183,11 @@ def _configurations(robot: Robot, rows: list[list[float]], field: str) -> Tensor
     """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion)."""
     size = f"{robot.nq} joints"
     if robot.floating_base:
-        size = f"{robot.nq} values ({_BASE_NQ} base + {robot.nq - _BASE_NQ} joints)"
+        size = f"{robot.nq} values ({BASE_NQ} base + {robot.nq - BASE_NQ} joints)"
     for i, row in enumerate(rows):
         if len(row) != robot.nq:
             raise FieldError(("body", field, i), f"{field}[{i}] has {len(row)} values but {robot.name} has {size}")
-        if robot.floating_base and sum(x * x for x in row[3:_BASE_NQ]) <= _MIN_QUATERNION_NORM**2:
+        if robot.floating_base and sum(x * x for x in row[3:BASE_NQ]) <= MIN_QUATERNION_NORM**2:
             raise FieldError(
                 ("body", field, i),
                 f"{field}[{i}] has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero",

@@ -13,13 +13,12 @@ import torch
 from torch import Tensor
 
 from ik_layer import Robot
+from ik_layer.floating import BASE_NQ, neutral_base
 from ik_layer.server.decode import frames_of
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, IKSolution, Pose, RobotInfo
 
 __all__ = ["ik_response", "poses", "robot_info", "solutions"]
-
-_BASE_NQ = 7
 
 
 def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> list[IKSolution]:
@@ -99,7 +98,7 @@ def _locked(robot: Robot) -> dict[str, float]:
     model = robot.full_model
     q = robot.lower.new_zeros(robot.nq)
     if robot.floating_base:
-        q[_BASE_NQ - 1] = 1.0  # the base at the origin: a unit quaternion
+        q[:BASE_NQ] = neutral_base(q, ())  # the base at the origin
     full_q = robot.to_full_pinocchio_q(q).tolist()
     held: dict[str, float] = {}
     for joint, name in zip(model.joints[1:], model.names[1:], strict=True):

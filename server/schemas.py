@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and warm starts
-_MIN_QUATERNION_NORM = 1e-6
+MIN_QUATERNION_NORM = 1e-6  # below it a quaternion (a target's, a floating base's) is refused as zero
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
 QuaternionPart = Annotated[float, Field(allow_inf_nan=False, ge=-1e6, le=1e6)]
@@ -86,8 +86,8 @@ class Pose(_Request):
     @classmethod
     def _normalise(cls, value: list[float]) -> list[float]:
         norm = math.sqrt(sum(x * x for x in value))
-        if norm <= _MIN_QUATERNION_NORM:
-            raise ValueError(f"orientation quaternion has norm {norm:.3g}; it must be above {_MIN_QUATERNION_NORM:g}")
+        if norm <= MIN_QUATERNION_NORM:
+            raise ValueError(f"orientation quaternion has norm {norm:.3g}; it must be above {MIN_QUATERNION_NORM:g}")
         return [x / norm for x in value]
 
 
