@@ -45,6 +45,19 @@ def server() -> Iterator[ServerProcess]:
         running.stop()
 
 
+@pytest.fixture(scope="module")
+def feet_server(tmp_path_factory: pytest.TempPathFactory, erd_urdf) -> Iterator[ServerProcess]:
+    """A server for solo12's four feet on a floating base: multi-frame targets, nq-wide configurations."""
+    spec = {"source": str(erd_urdf("solo_description/robots/solo12.urdf")), "name": "solo", "floating_base": True}
+    spec["ee_frames"] = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+    path = tmp_path_factory.mktemp("robots") / "robots.json"
+    path.write_text(json.dumps([spec]))
+    running = start_server(robot=f"@{path}", ready_within=120)
+    yield running
+    if running.process.poll() is None:
+        running.stop()
+
+
 def test_ik_over_real_http(server: ServerProcess) -> None:
     health = httpx.get(f"{server.url}/health").json()
     assert health["status"] == "ok" and health["robots"] == ["planar3"]
@@ -54,11 +67,14 @@ def test_ik_over_real_http(server: ServerProcess) -> None:
     assert response.status_code == 200 and response.json()["solutions"][0]["success"] is True
 
 
-def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
-    """Valid and invalid bodies generated from /openapi.json, for the loaded robot and a random name: no 5xx."""
+@pytest.mark.parametrize(("fixture", "robot"), [("server", "planar3"), ("feet_server", "solo")])
+def test_schemathesis_finds_no_server_errors(request: pytest.FixtureRequest, fixture: str, robot: str) -> None:
+    """Valid and invalid bodies generated from /openapi.json, for the loaded robot and a random name: no 5xx
+    (one-frame targets and keyed multi-frame ones, configurations with and without a floating base)."""
     schemathesis = pytest.importorskip(
         "schemathesis", reason="schemathesis is not installed (pip install schemathesis)"
     )
+    server: ServerProcess = request.getfixturevalue(fixture)
     from hypothesis import HealthCheck, given, settings
     from schemathesis.checks import not_a_server_error
 
@@ -66,7 +82,7 @@ def test_schemathesis_finds_no_server_errors(server: ServerProcess) -> None:
     statuses: Counter[int] = Counter()
     for result in schema.get_all_operations():
         operation = result.ok()
-        choices = [None, {"name": "planar3"}] if "{name}" in operation.path else [None]
+        choices = [None, {"name": robot}] if "{name}" in operation.path else [None]
         posts = operation.method.upper() == "POST"  # GETs take no input to make invalid
         for mode in list(schemathesis.GenerationMode) if posts else [schemathesis.GenerationMode.POSITIVE]:
             for path_parameters in choices:
