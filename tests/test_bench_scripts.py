@@ -64,3 +64,17 @@ def test_server_load_stalled_bodies_are_refused():
     row = next(line.split("|") for line in done.stdout.splitlines() if line.startswith("| 4 |"))
     assert int(row[6]) + int(row[7]) == 4  # every stalled connection got a 408 or was closed
     assert int(row[11]) == 0  # no /health or IK request failed meanwhile
+
+
+@pytest.mark.slow
+def test_robot_models_bench_verifies_its_answers(erd_urdf):
+    erd_urdf("solo_description/robots/solo12.urdf")  # skips loudly without example-robot-data
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "robot_models.py"), "--quick"],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits non-zero on a refuted success
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith(("| talos", "| solo12"))]
+    robots, paths = ("talos hands", "talos whole body", "solo12 feet"), ("engine", "reference")
+    assert {(row[1].strip(), row[3].strip()) for row in rows} == {(r, p) for r in robots for p in paths}
+    assert all(row[6].strip() == "0" for row in rows)  # nothing refuted
