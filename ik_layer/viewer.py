@@ -166,7 +166,8 @@ class Viewer:
     """A viser server showing ``robot``, a target gizmo and joint sliders; IK re-solved on every drag.
 
     Args:
-        robot: a built-in name, a URDF path or a loaded :class:`ik_layer.Robot` (solved in float64 on the CPU).
+        robot: a built-in name, a URDF path or a loaded :class:`ik_layer.Robot` (solved in float64 on the CPU) with
+            one end-effector frame on a fixed base (others raise an :class:`~ik_layer.IKLayerError`).
         urdf: the URDF whose visuals to draw (default: ``robot``'s own file); its links are matched by name,
             so a kinematics-only built-in robot can be drawn with a full description's meshes.
         ee_frame: the end-effector frame (default: the robot's).
@@ -198,6 +199,12 @@ class Viewer:
         verbose: bool = False,
     ) -> None:
         if isinstance(robot, Robot):
+            if robot.ee_frames is not None or robot.floating_base:
+                raise IKLayerError(
+                    f"the viewer drives one end-effector frame on a fixed base; {robot.name!r} has "
+                    + ("a floating base" if robot.floating_base else f"end-effector frames {list(robot.ee_frames)}")
+                    + ": load it with ee_frame=... (and floating_base=False) to view it"
+                )
             self.robot = robot.to(device="cpu", dtype=torch.float64)
         else:
             self.robot = load_robot(robot, ee_frame)

@@ -181,3 +181,12 @@ def test_cli_view_serves_until_ctrl_c() -> None:
     output = "".join(seen)
     assert process.returncode == 0, output
     assert f"planar3 at http://127.0.0.1:{port}" in output
+
+
+def test_viewer_refuses_robots_it_cannot_drive(tiny_urdf: Path) -> None:
+    several = ik_layer.load_robot(tiny_urdf, ee_frames=["tool", "side_tip"])
+    with pytest.raises(ik_layer.IKLayerError, match=r"one end-effector frame on a fixed base.*\['tool', 'side_tip'\]"):
+        Viewer(several, port=free_port())
+    floating = ik_layer.load_robot(tiny_urdf, "tool", floating_base=True)
+    with pytest.raises(ik_layer.IKLayerError, match="has a floating base"):
+        Viewer(floating, port=free_port())
