@@ -35,7 +35,7 @@ from common import apply_threads_and_describe, markdown_table
 
 import ik_layer
 from ik_layer.lie import so3_log
-from ik_layer.testing import example_robot_data_dir
+from ik_layer.testing import example_robot_data_dir, random_configurations
 
 TALOS = Path("talos_data", "robots", "talos_reduced.urdf")
 SOLO = Path("solo_description", "robots", "solo12.urdf")
@@ -64,16 +64,6 @@ def cases(robots: Path) -> list[Case]:
         Case("talos whole body", ik_layer.load_robot(talos, ee_frames=body, floating_base=True), full.expand(4, 6)),
         Case("solo12 feet", ik_layer.load_robot(solo, ee_frames=feet, floating_base=True), position.expand(4, 6)),
     ]
-
-
-def random_configurations(robot: ik_layer.Robot, n: int, g: torch.Generator) -> torch.Tensor:
-    """Joints uniform in their limits; a floating base anywhere in a 1 m box, in any orientation."""
-    q = robot.random_q((n,), generator=g)
-    if robot.floating_base:
-        quaternion = torch.randn(n, 4, generator=g, dtype=q.dtype)
-        q[:, :3] = torch.rand(n, 3, generator=g, dtype=q.dtype) - 0.5
-        q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
-    return q
 
 
 def confirmed(case: Case, target: torch.Tensor, result: ik_layer.IKResult) -> tuple[np.ndarray, int]:

@@ -1,8 +1,8 @@
 """Helpers for tests and benchmarks of code that uses ik-layer (ours included).
 
 Nothing here is used by the library itself: a free loopback port, the HTTP
-service in a child process, and the location of example-robot-data's URDFs
-(foreign robot models for tests).
+service in a child process, the location of example-robot-data's URDFs
+(foreign robot models for tests), and random configurations to draw targets from.
 """
 
 from __future__ import annotations
@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ServerProcess", "example_robot_data_candidates", "example_robot_data_dir", "free_port"]
+import torch
+
+from ik_layer.kinematics import Robot
+
+__all__ = [
+    "ServerProcess",
+    "example_robot_data_candidates",
+    "example_robot_data_dir",
+    "free_port",
+    "random_configurations",
+]
 
 _ERD_SUFFIX = Path("share", "example-robot-data", "robots")
 
@@ -137,3 +147,14 @@ def example_robot_data_dir() -> Path | None:
         if (candidate / "ur_description").is_dir():
             return candidate
     return None
+
+
+def random_configurations(robot: Robot, n: int, generator: torch.Generator) -> torch.Tensor:
+    """(n, nq) configurations: joints uniform in their limits (:meth:`Robot.random_q`), a floating base anywhere in
+    a 1 m box around the origin, in any orientation."""
+    q = robot.random_q((n,), generator=generator)
+    if robot.floating_base:
+        quaternion = torch.randn(n, 4, generator=generator, dtype=q.dtype, device=q.device)
+        q[:, :3] = torch.rand(n, 3, generator=generator, dtype=q.dtype, device=q.device) - 0.5
+        q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
+    return q

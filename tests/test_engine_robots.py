@@ -20,6 +20,7 @@ from ik_layer.engine.kernel import Layout
 from ik_layer.engine.reach import reach
 from ik_layer.lie import pose_error
 from ik_layer.solver import _MU_INIT, _LMState, _Problem
+from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN
 
@@ -51,16 +52,6 @@ def robot_of(name: str, dtype: torch.dtype) -> ik_layer.Robot:
 
 def frames_of(robot: ik_layer.Robot) -> int:
     return 1 if robot.ee_frames is None else len(robot.ee_frames)
-
-
-def random_configurations(robot: ik_layer.Robot, n: int, g: torch.Generator) -> torch.Tensor:
-    """Random joints; a floating base anywhere in a 1 m box, in any orientation."""
-    q = robot.random_q((n,), generator=g)
-    if robot.floating_base:
-        quaternion = torch.randn(n, 4, generator=g, dtype=q.dtype)
-        q[:, :3] = torch.rand(n, 3, generator=g, dtype=q.dtype) - 0.5
-        q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
-    return q
 
 
 def default_weights(name: str, robot: ik_layer.Robot, n: int) -> torch.Tensor:
