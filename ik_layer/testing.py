@@ -30,6 +30,7 @@ __all__ = [
     "example_robot_data_candidates",
     "example_robot_data_dir",
     "free_port",
+    "random_bases",
     "random_configurations",
 ]
 
@@ -149,12 +150,17 @@ def example_robot_data_dir() -> Path | None:
     return None
 
 
+def random_bases(q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``q`` (..., nq) of a floating-base robot with its base anywhere in a 1 m box around the origin, in any
+    orientation (its position drawn first, then its quaternion)."""
+    like = {"dtype": q.dtype, "device": q.device}
+    position = torch.rand(*q.shape[:-1], 3, generator=generator, **like) - 0.5
+    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, **like)
+    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
+
+
 def random_configurations(robot: Robot, n: int, generator: torch.Generator) -> torch.Tensor:
-    """(n, nq) configurations: joints uniform in their limits (:meth:`Robot.random_q`), a floating base anywhere in
-    a 1 m box around the origin, in any orientation."""
+    """(n, nq) configurations: joints uniform in their limits (:meth:`Robot.random_q`), a floating base as
+    :func:`random_bases` places it."""
     q = robot.random_q((n,), generator=generator)
-    if robot.floating_base:
-        quaternion = torch.randn(n, 4, generator=generator, dtype=q.dtype, device=q.device)
-        q[:, :3] = torch.rand(n, 3, generator=generator, dtype=q.dtype, device=q.device) - 0.5
-        q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
-    return q
+    return random_bases(q, generator) if robot.floating_base else q

@@ -21,6 +21,7 @@ from ik_layer.cli import main
 from ik_layer.io import BASE_COLUMNS, POSE_COLUMNS, pose_columns, q_columns
 from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.robots import builtin_robots
+from ik_layer.testing import random_configurations
 
 ROOT = Path(__file__).resolve().parent.parent
 ROBOT = "panda"
@@ -322,12 +323,7 @@ def solo(solo_urdf) -> ik_layer.Robot:
 @pytest.fixture(scope="module")
 def solo_q(solo) -> torch.Tensor:
     """(6, 19) configurations: joints inside their limits, bases anywhere in a 1 m box, in any orientation."""
-    generator = torch.Generator().manual_seed(11)
-    q = solo.random_q((6,), generator=generator)
-    q[:, :3] = torch.rand(6, 3, generator=generator, dtype=q.dtype) - 0.5
-    quaternion = torch.randn(6, 4, generator=generator, dtype=q.dtype)
-    q[:, 3:7] = quaternion / quaternion.norm(dim=-1, keepdim=True)
-    return q
+    return random_configurations(solo, 6, torch.Generator().manual_seed(11))
 
 
 def pinocchio_feet(urdf: Path, robot: ik_layer.Robot, q: np.ndarray) -> np.ndarray:

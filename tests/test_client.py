@@ -32,7 +32,7 @@ from ik_layer.client import (
     ServiceUnavailable,
 )
 from ik_layer.lie import matrix_to_pose, pose_error
-from ik_layer.testing import ServerProcess
+from ik_layer.testing import ServerProcess, random_bases
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_TARGETS = 8
@@ -384,14 +384,6 @@ def hands(erd_urdf) -> ik_layer.Robot:
     return ik_layer.load_robot(erd_urdf(TALOS), ee_frames=HANDS, locked=TORSO)
 
 
-def random_bases(q: torch.Tensor, seed: int) -> torch.Tensor:
-    """``q`` with its floating base anywhere in a 1 m box, in any orientation."""
-    generator = torch.Generator().manual_seed(seed)
-    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=torch.float64) - 0.5
-    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=torch.float64)
-    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
-
-
 def test_robots_describe_frames_and_the_floating_base(multi_server: ServerProcess, solo, hands) -> None:
     with Client(multi_server.url) as client:
         robots = client.robots()
@@ -406,7 +398,9 @@ def test_robots_describe_frames_and_the_floating_base(multi_server: ServerProces
 
 
 def test_fk_of_several_frames_equals_the_library(multi_server: ServerProcess, solo) -> None:
-    q = random_bases(solo.random_q((3, 4), generator=torch.Generator().manual_seed(10)), seed=11)  # 12 rows > 8
+    q = random_bases(
+        solo.random_q((3, 4), generator=torch.Generator().manual_seed(10)), torch.Generator().manual_seed(11)
+    )  # 12 rows > 8
     with Client(multi_server.url) as client:
         transforms = client.fk("solo", q)
         poses = client.fk("solo", q.tolist(), pose=True)
@@ -431,7 +425,9 @@ def test_solve_both_hands_in_any_batch_shape_with_gradients(multi_server: Server
 
 
 def test_solve_position_only_feet_with_weights_and_warm_starts(multi_server: ServerProcess, solo) -> None:
-    q = random_bases(solo.random_q((5,), generator=torch.Generator().manual_seed(13)), seed=14)
+    q = random_bases(
+        solo.random_q((5,), generator=torch.Generator().manual_seed(13)), torch.Generator().manual_seed(14)
+    )
     targets = matrix_to_pose(solo.fk(q))  # (5, 4, 7)
     targets[..., 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # orientations ignored
     per_foot = POSITION_ONLY.expand(4, 6).clone()

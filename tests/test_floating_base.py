@@ -16,6 +16,7 @@ import torch
 import ik_layer
 from ik_layer import IKLayerError, NonFiniteError, ShapeError, UnsupportedModelError
 from ik_layer.lie import from_rotation_translation
+from ik_layer.testing import random_bases
 
 F64 = torch.float64
 TALOS = "talos_data/robots/talos_reduced.urdf"
@@ -35,13 +36,6 @@ def solo(erd_urdf) -> ik_layer.Robot:
 def talos(erd_urdf) -> ik_layer.Robot:
     """Talos with both soles and both hands: legs, torso and arms move on a floating base."""
     return ik_layer.load_robot(erd_urdf(TALOS), ee_frames=TALOS_FRAMES, floating_base=True)
-
-
-def random_bases(q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """``q`` with its base anywhere in a 1 m box, in any orientation."""
-    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=F64) - 0.5
-    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=F64)
-    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
 
 
 def pinocchio_frames(robot: ik_layer.Robot, urdf, q: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

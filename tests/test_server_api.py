@@ -18,6 +18,7 @@ from fastapi import FastAPI
 import ik_layer
 from ik_layer.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
+from ik_layer.testing import random_bases
 
 pytestmark = pytest.mark.anyio
 
@@ -550,14 +551,6 @@ async def multi(erd_urdf, tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
         yield pair
 
 
-def random_bases(q: torch.Tensor, seed: int) -> torch.Tensor:
-    """``q`` with its floating base anywhere in a 1 m box, in any orientation."""
-    generator = make_rng(seed)
-    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=torch.float64) - 0.5
-    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=torch.float64)
-    return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
-
-
 def frame_targets(robot: ik_layer.Robot, q: torch.Tensor) -> list[dict[str, dict[str, list[float]]]]:
     """The JSON targets of ``q``'s end-effector poses: per configuration, an object frame -> pose."""
     frames = list(robot.ee_frames or ())
@@ -629,7 +622,7 @@ async def test_position_only_feet_move_the_floating_base_and_gradients_are_per_f
 ) -> None:
     app, client = multi
     robot = robot_of(app, "solo")
-    q = random_bases(robot.random_q((6,), generator=make_rng(32)), seed=33)
+    q = random_bases(robot.random_q((6,), generator=make_rng(32)), make_rng(33))
     targets = frame_targets(robot, q)
     for target in targets:  # the feet's orientations are ignored: any will do
         for foot in FEET:
@@ -686,7 +679,7 @@ async def test_per_frame_weights_of_concurrent_requests_are_their_own(multi: tup
 async def test_a_warm_start_at_the_answer_keeps_the_floating_base(multi: tuple[FastAPI, httpx.AsyncClient]) -> None:
     app, client = multi
     robot = robot_of(app, "solo")
-    q = random_bases(robot.random_q((3,), generator=make_rng(35)), seed=36)
+    q = random_bases(robot.random_q((3,), generator=make_rng(35)), make_rng(36))
     body = {"targets": frame_targets(robot, q), "warm_start": q.tolist()}
     solutions = (await client.post("/v1/robots/solo/ik", json=body)).json()["solutions"]
     assert [(s["iterations"], s["success"]) for s in solutions] == [(0, True)] * 3
@@ -698,7 +691,7 @@ async def test_fk_of_several_frames_is_keyed_and_matches_pinocchio(
 ) -> None:
     app, client = multi
     robot = robot_of(app, "solo")
-    q = random_bases(robot.random_q((4,), generator=make_rng(37)), seed=38)
+    q = random_bases(robot.random_q((4,), generator=make_rng(37)), make_rng(38))
     response = await client.post("/v1/robots/solo/fk", json={"q": q.tolist()})
     assert response.status_code == 200, response.text
     poses = response.json()["poses"]
