@@ -53,7 +53,7 @@ def main() -> int:
     urdf = talos_urdf()
     robot = ik_layer.load_robot(urdf, ee_frames=FRAMES, floating_base=True)
     g = torch.Generator().manual_seed(0)
-    stance = robot.wrap(torch.zeros(robot.nq, dtype=torch.float64).index_fill(0, torch.tensor([6]), 1.0))
+    stance = robot.neutral_q()
     target = robot.fk(stance).expand(TARGETS, -1, -1, -1).clone()
     target[:, 2:, :3, 3] += 0.2 * (torch.rand(TARGETS, 2, 3, generator=g, dtype=torch.float64) - 0.5)
     result = ik_layer.solve(robot, target, posture=stance, generator=g)

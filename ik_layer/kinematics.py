@@ -385,6 +385,11 @@ class Robot(nn.Module):
         full[..., self._full_q_index] = moving
         return full
 
+    def neutral_q(self) -> Tensor:
+        """(nq,) every joint at 0, wrapped into its limits; a floating base at the origin, identity orientation."""
+        joints = self.lower.new_zeros(self.lower.shape[0])
+        return self.wrap(torch.cat((neutral_base(joints, ())[: self._base_nq], joints)))
+
     def random_q(self, shape: int | Sequence[int] = (), generator: torch.Generator | None = None) -> Tensor:
         """Random configurations (*shape, nq): joints uniform inside their limits (finite even for huge limits),
         a floating base at the world origin with the identity orientation."""

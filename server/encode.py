@@ -13,7 +13,6 @@ import torch
 from torch import Tensor
 
 from ik_layer import Robot
-from ik_layer.floating import BASE_NQ, neutral_base
 from ik_layer.server.decode import frames_of
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, IKSolution, Pose, RobotInfo
@@ -96,10 +95,7 @@ def _locked(robot: Robot) -> dict[str, float]:
     """The one-coordinate joints of the full model that neither move nor follow a moving joint, at the values they
     are held at."""
     model = robot.full_model
-    q = robot.lower.new_zeros(robot.nq)
-    if robot.floating_base:
-        q[:BASE_NQ] = neutral_base(q, ())  # the base at the origin
-    full_q = robot.to_full_pinocchio_q(q).tolist()
+    full_q = robot.to_full_pinocchio_q(robot.neutral_q()).tolist()
     held: dict[str, float] = {}
     for joint, name in zip(model.joints[1:], model.names[1:], strict=True):
         if name in robot.joint_names or name in robot.mimic:

@@ -260,3 +260,10 @@ def test_frames_fixed_to_the_base_need_a_floating_base_and_a_moving_joint(erd_ur
             ik_layer.load_robot(erd_urdf(SOLO), floating_base=True, locked=locked, **kwargs)
     with pytest.raises(UnsupportedModelError, match=r"frames \['base_link'\] are fixed to the floating base"):
         ik_layer.load_robot(erd_urdf(SOLO), ee_frames=["base_link"], floating_base=True)
+
+
+def test_neutral_q_is_zero_joints_and_the_base_at_the_origin(solo):
+    q = solo.neutral_q()
+    expected = torch.zeros(19, dtype=F64)
+    expected[6] = 1.0
+    torch.testing.assert_close(q, solo.wrap(expected), rtol=0, atol=0)

@@ -32,7 +32,6 @@ from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import Slots
 from ik_layer.exceptions import IKLayerError
-from ik_layer.floating import neutral_base
 from ik_layer.kinematics import Robot
 from ik_layer.lie import pose_error
 from ik_layer.options import SolveOptions
@@ -183,8 +182,7 @@ class Engine:
         self._on_host = self._device.type == "cpu"  # slots and requests written through numpy views
         self._launch = BlockLauncher(self.slots)
         self._reach = reach(robot)
-        joints = torch.zeros(robot.lower.shape[0], dtype=robot.dtype, device=robot.device)
-        self._home = robot.wrap(torch.cat((neutral_base(joints, ())[: robot.nq - joints.shape[0]], joints)))
+        self._home = robot.neutral_q()
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
         # and whether it is the newest seed of its target with more allowed.
         self._is_free = np.ones(capacity, dtype=bool)
