@@ -27,6 +27,7 @@ from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFinite
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
+_EYE4 = np.eye(4)  # the host checks' identity
 
 
 def _check_tensor(name: str, x: object) -> None:
@@ -53,7 +54,7 @@ def _check_values(name: str, x: Tensor | np.ndarray) -> None:
         raise NonFiniteError(f"{name} holds NaN or infinite values")
 
 
-def _host_values(x: Tensor) -> Tensor | np.ndarray:
+def host_values(x: Tensor) -> Tensor | np.ndarray:
     """``x``'s values to check: a numpy view when ``x`` is a small float32/float64 CPU tensor, else ``x`` itself."""
     small = x.device.type == "cpu" and x.numel() <= _HOST_CHECK_MAX
     if small and x.dtype in (torch.float32, torch.float64):
@@ -101,7 +102,7 @@ def normalize_quaternion(q: Tensor, name: str = "quaternion") -> Tensor:
     Huge quaternions are fine: ``q`` is scaled by its largest entry first, so the norm cannot overflow.
     """
     _check_last(name, q, (4,))
-    _check_values(name, _host_values(q))
+    _check_values(name, host_values(q))
     # q / |q| does not depend on the scale, so no gradient flows through it.
     scale = q.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)
     scaled = q / scale
@@ -163,7 +164,7 @@ def pose_to_matrix(pose: Tensor, name: str = "pose") -> Tensor:
     The quaternion is normalised; a zero or non-finite one raises, naming ``name``.
     """
     _check_last(name, pose, (7,))
-    _check_values(name, _host_values(pose))
+    _check_values(name, host_values(pose))
     unit = normalize_quaternion(pose[..., 3:], name=f"{name} quaternion")
     return from_rotation_translation(_unit_quaternion_to_matrix(unit), pose[..., :3])
 
@@ -272,7 +273,7 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
     if target.dim() >= 1 and target.shape[-1] == 7:
         return pose_to_matrix(target, name)
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
-        values = _host_values(target)
+        values = host_values(target)
         _check_values(name, values)
         _check_rigid(values, name)
         return target
@@ -282,18 +283,18 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
 def _check_rigid(t: Tensor | np.ndarray, name: str) -> None:
     """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
 
-    ``t`` is a tensor, or the numpy values of a small CPU one (see :func:`_host_values`).
+    ``t`` is a tensor, or the numpy values of a small CPU one (see :func:`host_values`).
     """
-    tol = 1e-6 if t.dtype in (torch.float64, np.float64) else 1e-3
     if math.prod(t.shape) == 0:
         return
     on_host = isinstance(t, np.ndarray)
-    eye = np.eye(4, dtype=t.dtype) if on_host else torch.eye(4, dtype=t.dtype, device=t.device)
-    det = np.linalg.det if on_host else torch.linalg.det
+    tol = 1e-6 if t.dtype == (np.float64 if on_host else torch.float64) else 1e-3
+    if on_host:
+        eye, det = _EYE4, np.linalg.det
+    else:
+        eye, det = torch.eye(4, dtype=t.dtype, device=t.device), torch.linalg.det
     rot = t[..., :3, :3]
-    gram = rot.swapaxes(-1, -2) @ rot
-    bad_rotation = (abs(gram - eye[:3, :3]) > tol).any() | (det(rot) < 0).any()
-    if bool(bad_rotation):
+    if bool((abs(rot.swapaxes(-1, -2) @ rot - eye[:3, :3]) > tol).any() or (det(rot) < 0).any()):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
     if bool((abs(t[..., 3, :] - eye[3]) > tol).any()):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")

@@ -25,7 +25,7 @@ from torch import Tensor
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.floating import BASE_NQ
 from ik_layer.kinematics import Robot
-from ik_layer.lie import matrix_to_quaternion, pose_error
+from ik_layer.lie import host_values, matrix_to_quaternion, pose_error
 from ik_layer.options import SolveOptions
 
 __all__ = ["IKResult", "Problem", "solve_reference"]
@@ -115,7 +115,7 @@ class Problem:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         target_t = robot.check_target(target)
-        if target_t.numel() and float(target_t[..., :3, 3].abs().max()) > _MAX_TARGET_DISTANCE:
+        if target_t.numel() and float(abs(host_values(target_t)[..., :3, 3]).max()) > _MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
         robot.check_generator(generator)
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
@@ -132,6 +132,8 @@ class Problem:
 
     def unflatten(self, result: IKResult) -> IKResult:
         """``result`` of the flat rows, reshaped to the targets' batch shape."""
+        if len(self.batch) == 1:  # already flat
+            return result
         return IKResult(
             q=result.q.reshape(*self.batch, result.q.shape[-1]),
             success=result.success.reshape(self.batch),

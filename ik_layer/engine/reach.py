@@ -36,28 +36,32 @@ class Reach:
             joints or a floating base).
         rounding: (F,) margins added to ``radius`` before ruling a target out, over the rounding of float32
             kinematics.
+        bounded: whether any frame's ``radius`` is finite (else no target is ruled out).
     """
 
     centre: np.ndarray
     radius: np.ndarray
     rounding: np.ndarray
+    bounded: bool
 
-    def beyond(self, target: Tensor, weights: Tensor, position_tolerance: float) -> np.ndarray:
+    def beyond(self, target: Tensor | np.ndarray, weights: Tensor | np.ndarray, position_tolerance: float) -> np.ndarray:
         """(n,) bool: the targets (n, [F,] 4, 4) that no configuration meets within ``position_tolerance``.
 
         Distances are taken over the weighted position axes (``weights`` (n, [F,] 6)), as the solver measures errors.
+        ``target`` and ``weights`` are tensors or (on the CPU, cheaper) their numpy views.
         """
         n, frames = target.shape[0], len(self.radius)
-        if not np.isfinite(self.radius).any():
+        if not self.bounded:
             return np.zeros(n, dtype=bool)
-        host = target.device.type == "cpu"
-        offset = (target.detach() if host else target.detach().cpu()).numpy().reshape(n, frames, 4, 4)[..., :3, 3]
-        offset = offset - self.centre
-        weighted = (weights.detach() if host else weights.detach().cpu()).numpy().reshape(n, frames, 6)[..., :3] > 0
-        offset *= weighted
+        offset = _numpy(target).reshape(n, frames, 4, 4)[..., :3, 3] - self.centre
+        offset *= _numpy(weights).reshape(n, frames, 6)[..., :3] > 0
         limit = self.radius + self.rounding + position_tolerance
-        offset *= offset
-        return (offset.sum(axis=-1) > limit * limit).any(axis=-1)
+        return (np.einsum("nfk,nfk->nf", offset, offset) > limit * limit).any(axis=-1)
+
+
+def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
+    """``x`` as a numpy array on the host."""
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
 
 
 def reach(robot: Robot) -> Reach:
@@ -86,4 +90,4 @@ def _compute(robot: Robot) -> Reach:
         radius = np.full(frames, np.inf)
     centre = place[:, 0].numpy()
     rounding = _SLACK * (radius + np.linalg.norm(centre, axis=-1))
-    return Reach(centre=centre, radius=radius, rounding=rounding)
+    return Reach(centre=centre, radius=radius, rounding=rounding, bounded=bool(np.isfinite(radius).any()))

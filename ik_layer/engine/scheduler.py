@@ -237,7 +237,8 @@ class Engine:
             start = start[:, None]
         request = Request(target, start, weights, posture, options, seed, deadline, initial)
         if give_up and n:
-            request.unreachable = self._reach.beyond(target, weights, options.position_tolerance)
+            host = request.host or request  # numpy views on the CPU
+            request.unreachable = self._reach.beyond(host.target, host.weights, options.position_tolerance)
         if n == 0:
             request.finish(self.robot)
             return request
