@@ -44,7 +44,9 @@ class Reach:
     rounding: np.ndarray
     bounded: bool
 
-    def beyond(self, target: Tensor | np.ndarray, weights: Tensor | np.ndarray, position_tolerance: float) -> np.ndarray:
+    def beyond(
+        self, target: Tensor | np.ndarray, weights: Tensor | np.ndarray, position_tolerance: float
+    ) -> np.ndarray:
         """(n,) bool: the targets (n, [F,] 4, 4) that no configuration meets within ``position_tolerance``.
 
         Distances are taken over the weighted position axes (``weights`` (n, [F,] 6)), as the solver measures errors.
