@@ -219,12 +219,12 @@ class Robot(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         """Floating dtype of the robot's tensors."""
-        return self.lower.dtype
+        return self._buffers["lower"].dtype  # not through nn.Module.__getattr__: read on every call of the hot path
 
     @property
     def device(self) -> torch.device:
         """Device of the robot's tensors."""
-        return self.lower.device
+        return self._buffers["lower"].device
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -302,7 +302,7 @@ class Robot(nn.Module):
             return
         if not isinstance(generator, torch.Generator):
             raise IKLayerError(f"{name} must be a torch.Generator or None, got {type(generator).__name__}")
-        if torch.device(generator.device).type != self.device.type:
+        if generator.device.type != self.device.type:
             raise DeviceError(f"{name} is on {generator.device} but the robot is on {self.device}")
 
     def _check_configuration(self, q: Tensor, name: str) -> None:

@@ -153,7 +153,7 @@ class Request:
             masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
             worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)
             self.error[rows] = worst  # the worst frame's
-        self._errors = (self.error[:, 0], self.error[:, 1])
+        self._errors = self.error.unbind(1)
         self.done.set()
 
 
