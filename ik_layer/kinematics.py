@@ -27,6 +27,7 @@ result in the world at the base pose that leads its configuration (see :mod:`ik_
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -49,13 +50,14 @@ from ik_layer.floating import (
 )
 from ik_layer.joints import Mimic, frame_id, motion_axis, select_joints
 from ik_layer.lie import as_transform
-from ik_layer.limits import joint_limits
+from ik_layer.limits import full_turns, joint_limits
 from ik_layer.sources import read_model
 
 __all__ = ["Robot", "chain_kinematics", "load_robot"]
 
 # Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
 _SUPPORTED_DTYPES = (torch.float32, torch.float64)
+_TURN = 2 * math.pi  # [rad]
 
 
 def chain_kinematics(
@@ -154,6 +156,8 @@ class Robot(nn.Module):
         mimic: the mimic joints that move (with their leader), by name.
         lower, upper: (joints,) joint limits [rad or m]; continuous joints get (-pi, pi]. The base has none.
         continuous: (joints,) bool, joints without limits (wrapped to (-pi, pi]).
+        full_turn: (joints,) bool, revolute joints whose limits lie at least one turn apart: past a limit they come
+            back inside by whole turns (the same pose) rather than stop at it (see :mod:`ik_layer.limits`).
         model: Pinocchio model of the moving joints (locked joints folded into fixed placements; the
             free-flyer ``root_joint`` first with a floating base).
         full_model: the Pinocchio model as loaded, every joint included (see :meth:`to_full_pinocchio_q`).
@@ -162,6 +166,7 @@ class Robot(nn.Module):
     lower: Tensor
     upper: Tensor
     continuous: Tensor
+    full_turn: Tensor
 
     def __init__(
         self,
@@ -201,6 +206,7 @@ class Robot(nn.Module):
         self.register_buffer("upper", upper)
         self.register_buffer("continuous", continuous)
         sources = _joint_sources(model, self.joint_names, self.mimic)
+        self.register_buffer("full_turn", full_turns(lower, upper, continuous, _turnable(model, sources, len(joints))))
         q_index, cos_index, sin_index = _pinocchio_indices(model)
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
@@ -401,15 +407,18 @@ class Robot(nn.Module):
         return torch.cat((neutral_base(joints, size)[..., : self._base_nq], joints), -1)
 
     def wrap(self, q: Tensor) -> Tensor:
-        """``q`` with continuous joints wrapped to (-pi, pi], the others clamped to their limits and a floating
-        base's quaternion normalised.
+        """``q`` with continuous joints wrapped to (-pi, pi], full-turn joints past a limit brought back by whole
+        turns, all others clamped to their limits and a floating base's quaternion normalised.
 
         Checks type, shape, dtype and device but not the values (no host sync: the solver calls it every step).
         """
         self._check_configuration(q, "q")
         joints = q[..., self._base_nq :]
         wrapped = torch.pi - torch.remainder(torch.pi - joints, 2 * torch.pi)
-        joints = torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(joints, self.lower), self.upper))
+        above, below = (joints - self.upper).clamp_min(0), (self.lower - joints).clamp_min(0)
+        turns = torch.ceil(above / _TURN) - torch.ceil(below / _TURN)  # full-turn joints come back by whole turns
+        inside = torch.where(self.full_turn, joints - _TURN * turns, joints)
+        joints = torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(inside, self.lower), self.upper))
         return torch.cat((normalize_base(q[..., :BASE_NQ]), joints), -1) if self.floating_base else joints
 
     def integrate(self, q: Tensor, dq: Tensor) -> Tensor:
@@ -529,6 +538,16 @@ def _joint_sources(model: pin.Model, coordinates: list[str], mimic: Mapping[str,
         rule = mimic.get(model.names[j], Mimic(model.names[j]))
         sources[j] = _Source(column[rule.leader], rule.multiplier, rule.offset)
     return sources
+
+
+def _turnable(model: pin.Model, sources: Mapping[int, _Source], coordinates: int) -> Tensor:
+    """(coordinates,) bool: the joint coordinates a whole turn moves to the same pose: every joint they move
+    (themselves and their mimic followers) revolute, with a whole multiplier."""
+    turnable = [True] * coordinates
+    for j, source in sources.items():
+        rotates = bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12)
+        turnable[source.col] &= rotates and float(source.scale).is_integer()
+    return torch.tensor(turnable, dtype=torch.bool)
 
 
 def _coupling(joints: list[int], sources: Mapping[int, _Source], length: int | None = None) -> dict[str, Tensor]:

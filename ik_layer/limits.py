@@ -12,6 +12,10 @@ more than ``2 * MAX_REVOLUTE_SPAN_TURNS * pi``. Then:
 * a prismatic joint keeps the part of its range nearest zero, at most ``2 * PRISMATIC_HALF_RANGE``
   wide: ±PRISMATIC_HALF_RANGE for ±1e16, [0, 2 * PRISMATIC_HALF_RANGE] for [0, 1e16].
 
+A revolute joint whose limits lie at least one turn apart (UR arms: ±2 pi) keeps them, but it is a
+*full-turn* joint (:func:`full_turns`): an angle past a limit comes back inside by whole turns, the same
+pose, so the solver never pins it at a limit (pinned joints trapped most failed UR5e seeds).
+
 Joints whose lower and upper limits are equal cannot move; they load with a warning.
 """
 
@@ -26,7 +30,7 @@ from torch import Tensor
 
 from ik_layer.exceptions import UnsupportedModelError
 
-__all__ = ["MAX_REVOLUTE_SPAN_TURNS", "PRISMATIC_HALF_RANGE", "UNBOUNDED_LIMIT", "joint_limits"]
+__all__ = ["MAX_REVOLUTE_SPAN_TURNS", "PRISMATIC_HALF_RANGE", "UNBOUNDED_LIMIT", "full_turns", "joint_limits"]
 
 UNBOUNDED_LIMIT = 1e5  # |limit| [rad or m] from which a limit means "none" (±999999 and ±1e16 included)
 MAX_REVOLUTE_SPAN_TURNS = 2.0  # revolute ranges wider than this many turns are unbounded (UR arms span exactly 2)
@@ -63,6 +67,12 @@ def joint_limits(model: pin.Model, joints: list[int], revolute: list[bool]) -> t
         warnings.warn(f"joints {frozen} have equal lower and upper limits: they cannot move", stacklevel=2)
     as_t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
     return as_t(lower), as_t(upper), torch.tensor(continuous, dtype=torch.bool)
+
+
+def full_turns(lower: Tensor, upper: Tensor, continuous: Tensor, turnable: Tensor) -> Tensor:
+    """(joints,) bool: the full-turn joints, ``turnable`` ones (a whole turn changes no pose: revolute, and so are
+    their mimic followers, with whole multipliers) not continuous whose limits lie at least one turn apart."""
+    return turnable & ~continuous & (upper - lower >= 2 * np.pi - _SPAN_SLACK)
 
 
 def _effective(lower: float, upper: float, revolute: bool) -> tuple[float, float, bool]:

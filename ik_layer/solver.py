@@ -346,7 +346,7 @@ def _at_limits(robot: Robot, q: Tensor, dq: Tensor) -> tuple[Tensor, Tensor]:
     """Which coordinates (A, S, dof) the step ``dq`` pushes past a joint limit, and the steps onto those limits."""
     joints = robot.lower.shape[0]  # the last coordinates of q and dq; a floating base comes first
     q_j, target = q[..., -joints:], q[..., -joints:] + dq[..., -joints:]
-    blocked = ~robot.continuous & ((target < robot.lower) | (target > robot.upper))
+    blocked = ~(robot.continuous | robot.full_turn) & ((target < robot.lower) | (target > robot.upper))
     onto = torch.where(blocked, torch.minimum(torch.maximum(target, robot.lower), robot.upper) - q_j, 0)
     base = torch.zeros_like(dq[..., : dq.shape[-1] - joints])
     return torch.cat((base.bool(), blocked), -1), torch.cat((base, onto), -1)

@@ -166,6 +166,7 @@ def chain_struct(dtype: torch.dtype) -> type:
         lower: wp.array(dtype=f)  # per joint coordinate
         upper: wp.array(dtype=f)
         continuous: wp.array(dtype=wp.int32)
+        full_turn: wp.array(dtype=wp.int32)  # past a limit: back by whole turns
 
     return Chain
 
@@ -490,14 +491,20 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return score
 
     @wp.func
-    def wrap(x: f, lower: f, upper: f, continuous: wp.int32) -> f:
-        """``Robot.wrap`` of one coordinate: continuous joints to (-pi, pi], the others clamped to the limits."""
-        if continuous != 0:
+    def wrap(x: f, a: int, chain: Chain) -> f:
+        """``Robot.wrap`` of joint ``a`` at ``x``: continuous joints to (-pi, pi], full-turn joints past a limit
+        back by whole turns, then clamped to the limits."""
+        if chain.continuous[a] != 0:
             m = wp.mod(f(pi) - x, f(two_pi))  # C fmod: the sign of the dividend; torch.remainder: the divisor's
             if m < f(0.0):
                 m = m + f(two_pi)
             return f(pi) - m
-        return wp.min(wp.max(x, lower), upper)
+        lower, upper = chain.lower[a], chain.upper[a]
+        y = x
+        if chain.full_turn[a] != 0:
+            turns = wp.ceil(wp.max(x - upper, f(0.0)) / f(two_pi)) - wp.ceil(wp.max(lower - x, f(0.0)) / f(two_pi))
+            y = x - f(two_pi) * turns
+        return wp.min(wp.max(y, lower), upper)
 
     @wp.func
     def candidate(
@@ -523,9 +530,10 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         any_blocked = wp.int32(0)
         for a in range(joints):
             target_q = q[bq + a] + dq[bv + a]
-            if chain.continuous[a] == 0 and (target_q < chain.lower[a] or target_q > chain.upper[a]):
+            stops = chain.continuous[a] == 0 and chain.full_turn[a] == 0
+            if stops and (target_q < chain.lower[a] or target_q > chain.upper[a]):
                 free[bv + a] = f(0.0)
-                dq_blocked[bv + a] = wrap(target_q, chain.lower[a], chain.upper[a], chain.continuous[a]) - q[bq + a]
+                dq_blocked[bv + a] = wrap(target_q, a, chain) - q[bq + a]
                 any_blocked = 1
         if any_blocked != 0:
             dq_free, ok = damped_solve(jac, e - jac * dq_blocked, w, damping, free, pull, use_pull)
@@ -533,7 +541,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                 dq[a] = dq_blocked[a] + free[a] * dq_free[a]
         q_new = integrate(q, dq)
         for a in range(joints):
-            q_new[bq + a] = wrap(q_new[bq + a], chain.lower[a], chain.upper[a], chain.continuous[a])
+            q_new[bq + a] = wrap(q_new[bq + a], a, chain)
         return q_new, ok
 
     return SimpleNamespace(
@@ -638,12 +646,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             q = neutral(q)
             for a in range(joints):
                 u = f(wp.randf(state))
-                q[bq + a] = wrap(
-                    chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u,
-                    chain.lower[a],
-                    chain.upper[a],
-                    chain.continuous[a],
-                )
+                q[bq + a] = wrap(chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u, a, chain)
             q = aligned(q, i, target_rot, target_pos, w, chain)
             drawn = 2
 
@@ -706,7 +709,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
                     for a in range(joints):
                         u = f(wp.randf(state))
                         x = chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u  # as Robot.random_q, then wrapped
-                        q[bq + a] = wrap(x, chain.lower[a], chain.upper[a], chain.continuous[a])
+                        q[bq + a] = wrap(x, a, chain)
                     q = aligned(q, i, target_rot, target_pos, w, chain)
                     mu = f(_MU_INIT)
                     age = 0

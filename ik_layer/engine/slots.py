@@ -107,6 +107,7 @@ class Slots:
             "lower": robot.lower.contiguous(),
             "upper": robot.upper.contiguous(),
             "continuous": robot.continuous.to(torch.int32),
+            "full_turn": robot.full_turn.to(torch.int32),
         }
         Chain = chain_struct(self.dtype)
         self.chain = Chain()  # the kernel's struct of warp views of those tensors, bound once
