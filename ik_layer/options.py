@@ -103,8 +103,13 @@ class SolveOptions:
         if options is not None and not isinstance(options, SolveOptions):
             raise IKLayerError(f"options must be a SolveOptions, got {type(options).__name__}")
         base = options if options is not None else _defaults(cls)
-        given = {name: value for name, value in changes.items() if value is not None}
-        return base.replace(**given) if given else base
+        given = tuple((name, type(value), value) for name, value in changes.items() if value is not None)
+        if not given:
+            return base
+        try:
+            return _replaced(base, given)
+        except TypeError:  # an unhashable value: checked (and refused) without the cache
+            return base.replace(**{name: value for name, _, value in given})
 
     def as_dict(self) -> dict[str, int | float]:
         """The options as a plain mapping (for JSON, logs and keyword arguments)."""
@@ -115,6 +120,13 @@ class SolveOptions:
 def _defaults(cls: type[SolveOptions]) -> SolveOptions:
     """The default options, built once (they are frozen)."""
     return cls()
+
+
+@functools.lru_cache(maxsize=256)
+def _replaced(base: SolveOptions, given: tuple[tuple[str, type, Any], ...]) -> SolveOptions:
+    """``base`` with the changes ``given`` as (name, type, value), cached: a solve called with the same keyword
+    options again skips their checks (the type in the key keeps ``True`` or ``200.0`` from passing as 1 or 200)."""
+    return base.replace(**{name: value for name, _, value in given})
 
 
 @functools.cache

@@ -65,6 +65,19 @@ def test_replace_and_build():
     assert base.as_dict()["num_seeds"] == 2
 
 
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_build_refuses_bad_values_after_equal_good_ones(spec: OptionSpec):
+    """build caches checked keyword changes; a value equal to a cached good one but of another type (True for 1,
+    200.0 for 200) or an unhashable one is still checked and refused, naming the option."""
+    good = 1 if spec.kind is int else spec.default
+    assert getattr(SolveOptions.build(None, **{spec.name: good}), spec.name) == good
+    assert SolveOptions.build(None, **{spec.name: good}) == SolveOptions(**{spec.name: good})
+    bad = [True, [good]] + ([float(good)] if spec.kind is int else [])
+    for value in bad:
+        with pytest.raises(IKLayerError, match=spec.name):
+            SolveOptions.build(None, **{spec.name: value})
+
+
 def _solve_parser_actions() -> dict[str, object]:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")  # the subcommands' action
