@@ -294,7 +294,8 @@ def _check_rigid(t: Tensor | np.ndarray, name: str) -> None:
     else:
         eye, det = torch.eye(4, dtype=t.dtype, device=t.device), torch.linalg.det
     rot = t[..., :3, :3]
-    if bool((abs(rot.swapaxes(-1, -2) @ rot - eye[:3, :3]) > tol).any() or (det(rot) < 0).any()):
+    # "not <=": a NaN deviation (overflowing entries) fails too
+    if not bool(abs(rot.swapaxes(-1, -2) @ rot - eye[:3, :3]).max() <= tol) or bool(det(rot).min() < 0):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
-    if bool((abs(t[..., 3, :] - eye[3]) > tol).any()):
+    if not bool(abs(t[..., 3, :] - eye[3]).max() <= tol):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")

@@ -146,9 +146,9 @@ class Request:
 
     def finish(self, robot: Robot) -> None:
         """Set :attr:`done`; targets with no recorded seed (cancelled in the queue) get their errors measured here."""
-        unmeasured = np.flatnonzero(~(self.best_score < np.inf))
-        if unmeasured.size:
-            rows = torch.from_numpy(unmeasured).to(self.q.device)
+        measured = self.best_score < np.inf
+        if not measured.all():
+            rows = torch.from_numpy(np.flatnonzero(~measured)).to(self.q.device)
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
             worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)

@@ -172,8 +172,8 @@ class Slots:
         """
         idx = self._ints(index)
         put, value = self._fields, self._value
-        if rng_offset is not None:
-            rng = self._ints(rng_offset)
+        if rng_offset is not None:  # as given on the CPU (int32 into int32, no copy to int64 and back)
+            rng = value(rng_offset) if self.device.type == "cpu" else self._ints(rng_offset)
         elif isinstance(idx, slice):  # the slot indices
             bounds = idx.indices(self.capacity)
             rng = np.arange(*bounds) if self.device.type == "cpu" else torch.arange(*bounds, device=self.device)
