@@ -200,13 +200,14 @@ class Robot(nn.Module):
         self.joint_names = [model.names[j] for j in joints]
         self.ee_frame = selection.ee_frames[0]
         self.ee_frames = selection.ee_frames if ee_frames is not None else None
-        revolute = [bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in joints]
-        lower, upper, continuous = joint_limits(model, joints, revolute)
+        rotates = {j: bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in range(1, model.njoints)}
+        lower, upper, continuous = joint_limits(model, joints, [rotates[j] for j in joints])
         self.register_buffer("lower", lower)
         self.register_buffer("upper", upper)
         self.register_buffer("continuous", continuous)
         sources = _joint_sources(model, self.joint_names, self.mimic)
-        self.register_buffer("full_turn", full_turns(lower, upper, continuous, _turnable(model, sources, len(joints))))
+        turnable = _turnable(sources, rotates, len(joints))
+        self.register_buffer("full_turn", full_turns(lower, upper, continuous, turnable))
         q_index, cos_index, sin_index = _pinocchio_indices(model)
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
@@ -540,13 +541,12 @@ def _joint_sources(model: pin.Model, coordinates: list[str], mimic: Mapping[str,
     return sources
 
 
-def _turnable(model: pin.Model, sources: Mapping[int, _Source], coordinates: int) -> Tensor:
+def _turnable(sources: Mapping[int, _Source], rotates: Mapping[int, bool], coordinates: int) -> Tensor:
     """(coordinates,) bool: the joint coordinates a whole turn moves to the same pose: every joint they move
-    (themselves and their mimic followers) revolute, with a whole multiplier."""
+    (themselves and their mimic followers, by id in ``sources``) ``rotates``, with a whole multiplier."""
     turnable = [True] * coordinates
     for j, source in sources.items():
-        rotates = bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12)
-        turnable[source.col] &= rotates and float(source.scale).is_integer()
+        turnable[source.col] &= rotates[j] and float(source.scale).is_integer()
     return torch.tensor(turnable, dtype=torch.bool)
 
 

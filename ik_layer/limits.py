@@ -14,7 +14,7 @@ more than ``2 * MAX_REVOLUTE_SPAN_TURNS * pi``. Then:
 
 A revolute joint whose limits lie at least one turn apart (UR arms: ±2 pi) keeps them, but it is a
 *full-turn* joint (:func:`full_turns`): an angle past a limit comes back inside by whole turns, the same
-pose, so the solver never pins it at a limit (pinned joints trapped most failed UR5e seeds).
+pose, so the solver never pins it at a limit.
 
 Joints whose lower and upper limits are equal cannot move; they load with a warning.
 """

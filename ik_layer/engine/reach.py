@@ -12,6 +12,7 @@ reaches everywhere: it rules nothing out.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +37,16 @@ class Reach:
             joints or a floating base).
         rounding: (F,) margins added to ``radius`` before ruling a target out, over the rounding of float32
             kinematics.
-        bounded: whether any frame's ``radius`` is finite (else no target is ruled out).
     """
 
     centre: np.ndarray
     radius: np.ndarray
     rounding: np.ndarray
-    bounded: bool
+
+    @functools.cached_property
+    def bounded(self) -> bool:
+        """Whether any frame's ``radius`` is finite (else no target is ruled out)."""
+        return bool(np.isfinite(self.radius).any())
 
     def beyond(
         self, target: Tensor | np.ndarray, weights: Tensor | np.ndarray, position_tolerance: float
@@ -92,4 +96,4 @@ def _compute(robot: Robot) -> Reach:
         radius = np.full(frames, np.inf)
     centre = place[:, 0].numpy()
     rounding = _SLACK * (radius + np.linalg.norm(centre, axis=-1))
-    return Reach(centre=centre, radius=radius, rounding=rounding, bounded=bool(np.isfinite(radius).any()))
+    return Reach(centre=centre, radius=radius, rounding=rounding)
