@@ -7,10 +7,11 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 1. at the block start: forward kinematics, Jacobian (``LOCAL_WORLD_ALIGNED``, rows [linear;
    angular] per end-effector frame) and error ``e = [p_t - p; log(R_t R^T)]`` per frame at ``q``; a
    slot that meets its tolerances before its first iteration is SOLVED with 0 iterations;
-2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by Cholesky, one
-   active-set pass for the joints it pushes past a limit, the candidate ``wrap(integrate(q, dq))``; a
-   slot with a posture adds ``pull - (H + damping I)^-1 H pull``, ``pull = 0.1 (posture - q)`` over the
-   joints, to both solves (``ik_layer.solver._damped_step``: the pull projected on the null space);
+2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by ``L D L^T`` (Cholesky
+   without square roots), one active-set pass for the joints it pushes past a limit, the candidate
+   ``wrap(integrate(q, dq))``; a slot with a posture adds ``pull - (H + damping I)^-1 H pull``,
+   ``pull = 0.1 (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
+   projected on the null space);
 3. the candidate is kept iff it lowers the cost (``mu *= 0.3``), else ``mu *= 4``; with a posture, a pulled
    candidate that does not lower the cost gives way to the plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
@@ -343,24 +344,24 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
     @wp.func
     def substitute(low: hess_t, b: vect) -> vect:
-        """``(L L^T)^-1 b`` for the Cholesky factor ``L`` held in the lower triangle of ``low``."""
+        """``(L D L^T)^-1 b`` for the unit lower-triangular ``L`` held below the diagonal of ``low``, ``D^-1`` on it."""
         y = b
         for a in range(dof):
             t = y[a]
             for c in range(a):
                 t = t - low[a, c] * y[c]
-            y[a] = t / low[a, a]
+            y[a] = t
         for a in range(dof - 1, -1, -1):
-            t = y[a]
+            t = y[a] * low[a, a]
             for c in range(a + 1, dof):
                 t = t - low[c, a] * y[c]
-            y[a] = t / low[a, a]
+            y[a] = t
         return y
 
     @wp.func
     def damped_solve(jac: jac_t, e: vecr, w: vecr, damping: f, free: vect, pull: vect, use_pull: wp.int32):
         """``(H + damping I)^-1 J_f^T W e`` with ``H = J_f^T W J_f``, ``J_f`` the columns where ``free`` is 1
-        (the others 0), by Cholesky, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
+        (the others 0), by ``L D L^T``, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
         ``solver._damped_step``); and 1 if every pivot was positive, else 0 (a rejected step)."""
         h = hess_t()
         y = vect()
@@ -386,20 +387,22 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         for a in range(dof):
             h[a, a] = h[a, a] + damping
         ok = wp.int32(1)
-        for a in range(dof):  # the Cholesky factor, in place in the lower triangle
+        for a in range(dof):  # L D L^T, row by row in place: L below the diagonal, D^-1 on it (no square roots)
+            for b in range(a):  # h[a, b] <- (L D)[a, b]
+                t = h[a, b]
+                for c in range(b):
+                    t = t - h[a, c] * h[b, c]
+                h[a, b] = t
             s = h[a, a]
-            for b in range(a):
-                s = s - h[a, b] * h[a, b]
+            for b in range(a):  # L[a, b] = (L D)[a, b] / D_b, and D_a -= L[a, b] (L D)[a, b]
+                ld = h[a, b]
+                lab = ld * h[b, b]
+                h[a, b] = lab
+                s = s - lab * ld
             if not (s > f(0.0)):
                 ok = 0
                 s = f(1.0)
-            d = wp.sqrt(s)
-            h[a, a] = d
-            for r in range(a + 1, dof):
-                t = h[r, a]
-                for b in range(a):
-                    t = t - h[r, b] * h[a, b]
-                h[r, a] = t / d
+            h[a, a] = f(1.0) / s
         y = substitute(h, y)
         if use_pull != 0:
             y = y + pull - substitute(h, z)
