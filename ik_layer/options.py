@@ -75,7 +75,9 @@ class SolveOptions:
     variants with :meth:`replace`. :data:`OPTION_SPECS` holds each field's bounds and help.
     """
 
-    num_seeds: int = _option(int, 4, 1, 64, "configurations solved in parallel per target")
+    num_seeds: int = _option(
+        int, 4, 1, 64, "seeds per target at most (the engine adds one each time a target stalls past restart_after)"
+    )
     max_iterations: int = _option(int, 200, 0, 10_000, "iteration budget per target")
     position_tolerance: float = _option(
         float, 1e-4, 0.0, 1.0, "success threshold on the position error", unit="m", exclusive_minimum=True

@@ -217,6 +217,19 @@ def test_more_seeds_only_for_targets_that_stall(robot):
     assert_verified(robot, hard.result(), unreachable(robot, 4), options)
 
 
+def test_no_more_seeds_before_restart_after_iterations(robot):
+    # Stalled seeds restart at every progress check (cost not halved), but a target gets a second seed only
+    # once it has run restart_after iterations: a budget below that leaves it one seed.
+    hard_targets, hard_starts = unreachable(robot, 4), starts(robot, 4, seed=52)
+    engine = Engine(robot, capacity=64, block=4)
+    for restart_after, budget, seeds in ((60, 56, 1), (20, 56, 3)):
+        options = OPTIONS.replace(num_seeds=3, max_iterations=budget, restart_after=restart_after, check_every=4)
+        request = engine.submit(hard_targets, hard_starts, options, seed=3, give_up=False)
+        engine.run(request)
+        assert request.seeds_used.tolist() == [seeds] * 4
+        assert request.status.tolist() == [EXHAUSTED] * 4
+
+
 @pytest.mark.parametrize("name", ["panda", "ur5e"])
 def test_several_seeds_reach_the_success_goal(name):
     robot = ik_layer.load_robot(name)

@@ -592,7 +592,9 @@ async def test_both_hands_are_solved_and_fk_of_the_answers_meets_the_targets(
     robot = robot_of(app, "talos_hands")
     q = robot.random_q((8,), generator=make_rng(31))
     targets = frame_targets(robot, q)
-    response = await client.post("/v1/robots/talos_hands/ik", json={"targets": targets, "num_seeds": 8})
+    # One of these eight targets needs close to 200 iterations: a budget to spare.
+    body = {"targets": targets, "num_seeds": 8, "max_iterations": 400}
+    response = await client.post("/v1/robots/talos_hands/ik", json=body)
     assert response.status_code == 200, response.text
     solutions = response.json()["solutions"]
     assert all(s["success"] and s["status"] == "solved" for s in solutions), [s["status"] for s in solutions]

@@ -3,9 +3,11 @@
 An :class:`Engine` owns a fixed pool of slots for one robot. Requests (:meth:`Engine.submit`, any
 thread) wait in a queue; each :meth:`Engine.step` (one worker thread) retires what the last block
 finished, admits waiting targets into free slots and advances every running slot by one block of
-iterations. A target starts with one seed; while it is unsolved and its newest seed has restarted
-(it stalled), it gets one more seed in a slot of its own, up to ``num_seeds``, with the iterations
-left of its budget. A target retires at its first solved seed (its other seeds are freed), when all
+iterations. A target starts with one seed, which restarts at random when it stalls; once the target has
+run ``restart_after`` iterations unsolved and its newest seed has restarted, it gets one more seed in
+a slot of its own, up to ``num_seeds``, with the iterations left of its budget (seeds in parallel cut a
+hard target's latency, but all but one are wasted work: most targets solve on their first seed's
+restarts). A target retires at its first solved seed (its other seeds are freed), when all
 its seeds ran out of budget, when its request is cancelled or when the request's deadline passed;
 a request is answered as soon as its last target has. A target that lies provably out of the robot's
 reach (:mod:`ik_layer.engine.reach`) gets one seed and ``restart_after`` iterations (its best
@@ -184,13 +186,14 @@ class Engine:
         self._reach = reach(robot)
         self._home = robot.neutral_q()
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
-        # and whether it is the newest seed of its target with more allowed.
+        # whether it is the newest seed of its target with more allowed, and from which iteration of its target.
         self._is_free = np.ones(capacity, dtype=bool)
         self._owner = np.full(capacity, -1, dtype=np.int64)
         self._row = np.zeros(capacity, dtype=np.int64)
         self._seed = np.zeros(capacity, dtype=np.int64)
         self._offset = np.zeros(capacity, dtype=np.int64)
         self._may_ask = np.zeros(capacity, dtype=bool)
+        self._ask_from = np.zeros(capacity, dtype=np.int64)
         self._used = 0  # slots in use
         self._top = 0  # one past the highest slot in use
         self._active: dict[int, Request] = {}  # requests with seeds in slots, by id
@@ -339,6 +342,7 @@ class Engine:
         self._seed[slots] = k
         self._offset[slots] = offsets
         self._may_ask[slots] = (k + 1 < request.options.num_seeds) & ~request.unreachable[rows]
+        self._ask_from[slots] = request.options.restart_after
         request.slot[rows, k] = slots
         request.seeds[rows] += 1
         self._active[request.id] = request
@@ -400,13 +404,15 @@ class Engine:
         return tuple(torch.stack([x[:top] for x in fields]).cpu().numpy())  # type: ignore[return-value]
 
     def _ask_for_seeds(self, running: np.ndarray, iterations: np.ndarray, age: np.ndarray) -> None:
-        """Queue one more seed for each target whose newest seed restarted, up to ``num_seeds``."""
+        """Queue one more seed for each target whose newest seed restarted, once the target ran ``restart_after``
+        iterations, up to ``num_seeds``."""
         top = len(running)
-        ask = np.flatnonzero(running & self._may_ask[:top] & (iterations > age))
+        elapsed = self._offset[:top] + iterations
+        ask = np.flatnonzero(running & self._may_ask[:top] & (iterations > age) & (elapsed >= self._ask_from[:top]))
         if ask.size == 0:
             return
         self._may_ask[ask] = False
-        offsets = (self._offset[ask] + iterations[ask]).tolist()
+        offsets = elapsed[ask].tolist()
         entries = zip(self._owner[ask].tolist(), self._row[ask].tolist(), self._seed[ask].tolist(), strict=True)
         for (rid, row, k), offset in zip(entries, offsets, strict=True):
             request = self._active[rid]
