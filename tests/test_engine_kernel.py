@@ -13,14 +13,17 @@ import math
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
+import warp as wp
 
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Slots, lm_block_kernel, solve_with_kernel
-from ik_layer.engine.kernel import Layout
+from ik_layer.engine.kernel import Layout, sin_cos_function
 from ik_layer.lie import pose_error
 from ik_layer.solver import _MU_INIT, _LMState, _Problem
 
@@ -535,3 +538,35 @@ def test_random_starts_are_drawn_in_the_limits_from_the_restart_stream(dtype: to
     # A given start in the same slot afterwards: no draw.
     runs[0].admit([0], target[:1], q[:1], options, seed=5)
     assert runs[0].random_start[0].item() == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sin_cos_agree_with_the_c_library(dtype: torch.dtype):
+    # Angles anywhere up to 1e5 (the polynomials' range in float64), near multiples of pi / 2 where the reduced
+    # angle is tiny, then the C library's range and non-finite angles.
+    wp.init()  # as the engine does before its first launch
+    sin_cos = sin_cos_function(dtype)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def evaluate(x: wp.array(dtype=Any), out: wp.array2d(dtype=Any)):  # typed by the arrays at launch
+        i = wp.tid()
+        s, c = sin_cos(x[i])
+        out[i, 0] = s
+        out[i, 1] = c
+
+    rng = np.random.default_rng(7)
+    near = np.arange(-400, 400) * (np.pi / 2)
+    x = np.concatenate([
+        rng.uniform(-7.0, 7.0, 20_000), rng.uniform(-1e5, 1e5, 20_000), near, near + 1e-9, np.nextafter(near, 0.0),
+        [0.0, -0.0, 1e-300, 2.5e5, -1e9, 1e300],
+    ])  # fmt: skip
+    if dtype == F32:  # the angles float32 holds
+        x = x[np.abs(x) < 1e30].astype(np.float32).astype(np.float64)
+    inputs = torch.from_numpy(np.concatenate([x, [np.inf, -np.inf, np.nan]])).to(dtype)
+    out = torch.zeros(len(inputs), 2, dtype=dtype)
+    wp.launch(evaluate, dim=len(inputs), inputs=[wp.from_torch(inputs), wp.from_torch(out)], device="cpu")
+    got = out.double().numpy()
+    exact = np.stack([np.sin(x), np.cos(x)], -1)
+    tol = 2.3e-16 if dtype == F64 else 1.2e-7  # one unit in the last place of 1
+    assert float(np.abs(got[: len(x)] - exact).max()) <= tol
+    assert np.isnan(got[len(x) :]).all()  # sin and cos of inf and NaN are NaN, as the C library's
