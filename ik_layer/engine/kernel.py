@@ -406,22 +406,6 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return wp.max(err[0] / tolerance[0], err[1] / tolerance[1])
 
     @wp.func
-    def substitute(low: hess_t, b: vect) -> vect:
-        """``(L D L^T)^-1 b`` for the unit lower-triangular ``L`` held below the diagonal of ``low``, ``D^-1`` on it."""
-        y = b
-        for a in range(dof):
-            t = y[a]
-            for c in range(a):
-                t = t - low[a, c] * y[c]
-            y[a] = t
-        for a in range(dof - 1, -1, -1):
-            t = y[a] * low[a, a]
-            for c in range(a + 1, dof):
-                t = t - low[c, a] * y[c]
-            y[a] = t
-        return y
-
-    @wp.func
     def damped_solve(jac: jac_t, e: vecr, w: vecr, damping: f, free: vect, pull: vect, use_pull: wp.int32):
         """``(H + damping I)^-1 J_f^T W e`` with ``H = J_f^T W J_f``, ``J_f`` the columns where ``free`` is 1
         (the others 0), by ``L D L^T``, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
@@ -466,9 +450,26 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                 ok = 0
                 s = f(1.0)
             h[a, a] = f(1.0) / s
-        y = substitute(h, y)
+        # (L D L^T)^-1 y and (L D L^T)^-1 z together, in place (z is zero without a pull: independent work, which
+        # costs little beside y's chain of dependent steps; a helper would copy the factor at each call)
+        for a in range(dof):
+            ty = y[a]
+            tz = z[a]
+            for c in range(a):
+                ty = ty - h[a, c] * y[c]
+                tz = tz - h[a, c] * z[c]
+            y[a] = ty
+            z[a] = tz
+        for a in range(dof - 1, -1, -1):
+            ty = y[a] * h[a, a]
+            tz = z[a] * h[a, a]
+            for c in range(a + 1, dof):
+                ty = ty - h[c, a] * y[c]
+                tz = tz - h[c, a] * z[c]
+            y[a] = ty
+            z[a] = tz
         if use_pull != 0:
-            y = y + pull - substitute(h, z)
+            y = y + pull - z
         return y, ok
 
     @wp.func
