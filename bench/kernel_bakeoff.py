@@ -2,14 +2,14 @@
 
 The step is the solver's inner work for one row (one target, one seed): forward kinematics of the
 chain, the geometric Jacobian, the pose error ``[p_t - p; log(R_t R^T)]``, the damped normal
-equations ``(J^T J + (mu |e|^2 + 1e-9) I) dq = J^T e`` and their Cholesky solve. Eager torch is the
+equations ``(J^T J + (mu |e|^2 + 1e-9) I) dq = J^T e`` and their solve (Cholesky; L D L^T in warp). Eager torch is the
 reference (``Robot.kinematics`` + ``lie.pose_error`` + ``torch.linalg``); every candidate's ``dq`` and
 cost are checked against it before anything is timed.
 
 Candidates:
 
 * ``warp``: one ``warp`` kernel, one thread per row, built from the engine's own functions
-  (``ik_layer.engine.kernel.lm_functions``: FK, Jacobian, error, damped Cholesky solve); the same
+  (``ik_layer.engine.kernel.lm_functions``: FK, Jacobian, error, damped L D L^T solve); the same
   source compiles for CUDA. Launched from a recorded command (the arrays are bound once, as the
   engine's slot buffers are).
 * ``numba``: the same algorithm as an ``@njit`` loop over rows (CPU only; CUDA would need a second
@@ -302,7 +302,7 @@ def main() -> None:
         for dtype in (torch.float64, torch.float32):
             rows += bench(name, dtype, batches, budget, args.compile)
     header = ["robot", "dtype", "batch", "kernel", "us / row-step", "eager us / row-step", "eager / kernel"]
-    print("\nOne LM step (FK, Jacobian, pose error, normal equations, Cholesky) per row, CPU\n")
+    print("\nOne LM step (FK, Jacobian, pose error, normal equations, damped solve) per row, CPU\n")
     print(markdown_table(header, rows, text_columns=4))
 
 
