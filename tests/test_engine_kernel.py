@@ -23,7 +23,8 @@ import warp as wp
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Slots, lm_block_kernel, solve_with_kernel
-from ik_layer.engine.kernel import Layout, sin_cos_function
+from ik_layer.engine.kernel import Layout
+from ik_layer.engine.trig import sin_cos_function
 from ik_layer.lie import pose_error
 from ik_layer.solver import _MU_INIT, _LMState, _Problem
 
@@ -545,7 +546,7 @@ def test_sin_cos_agree_with_the_c_library(dtype: torch.dtype):
     # Angles anywhere up to 1e5 (the polynomials' range in float64), near multiples of pi / 2 where the reduced
     # angle is tiny, then the C library's range and non-finite angles.
     wp.init()  # as the engine does before its first launch
-    sin_cos = sin_cos_function(dtype)
+    sin_cos = sin_cos_function(wp.float64 if dtype == F64 else wp.float32)
 
     @wp.kernel(module="unique", enable_backward=False)
     def evaluate(x: wp.array(dtype=Any), out: wp.array2d(dtype=Any)):  # typed by the arrays at launch

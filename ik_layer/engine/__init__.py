@@ -1,7 +1,8 @@
 """The solver engine: a fused Levenberg-Marquardt kernel (warp) over fixed-shape slots, on the CPU and CUDA.
 
 * :func:`~ik_layer.engine.kernel.lm_block_kernel`: the kernel; one launch advances every RUNNING
-  slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.solver`).
+  slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.solver`);
+  its joint sines and cosines come from :mod:`ik_layer.engine.trig`.
 * :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp.
 * :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over one set of slots.
 * :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).

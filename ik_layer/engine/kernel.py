@@ -45,13 +45,12 @@ compiles for the CPU and for CUDA.
 import functools
 import math
 from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
 from types import SimpleNamespace
 
 import torch
 import warp as wp
 
+from ik_layer.engine.trig import sin_cos_function
 from ik_layer.floating import BASE_NQ, BASE_NV
 from ik_layer.kinematics import Robot
 from ik_layer.solver import (
@@ -78,7 +77,6 @@ __all__ = [
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
-    "sin_cos_function",
     "warp_types",
 ]
 
@@ -147,66 +145,6 @@ def warp_types(dtype: torch.dtype) -> tuple[type, type, type, type, type]:
     return f, wp.types.vector(2, f), wp.types.vector(3, f), wp.types.vector(6, f), wp.types.matrix((3, 3), f)
 
 
-_PI = Fraction(Decimal("3.14159265358979323846264338327950288419716939937510582097494459"))
-_SERIES_MAX = 1e5  # |x| beyond which sin_cos calls the C library (its reduction needs |x / (pi / 2)| < 2^20)
-
-
-def _half_pi_parts() -> tuple[float, float, float]:
-    """``pi / 2 = c1 + c2 + c3`` to about 150 bits, ``c1`` and ``c2`` with 33-bit significands: ``k c1`` and ``k c2``
-    are exact for integers ``|k| < 2^20`` (Cody and Waite's reduction)."""
-    rest, parts = _PI / 2, []
-    for _ in range(2):
-        mantissa, exponent = math.frexp(float(rest))
-        part = math.ldexp(math.floor(mantissa * 2**33), exponent - 33)
-        parts.append(part)
-        rest -= Fraction(part)
-    return parts[0], parts[1], float(rest)
-
-
-@functools.cache
-def sin_cos_function(dtype: torch.dtype) -> wp.Function:
-    """``sin_cos(x) -> (sin x, cos x)`` for ``dtype`` floats, for the forward kinematics' joint angles.
-
-    In float64: ``x`` less the nearest multiple ``k`` of pi / 2 (in three parts, so the remainder is exact to
-    about 1e-30), then Taylor polynomials on [-pi / 4, pi / 4] to ``r^17`` and ``r^16`` (truncated below 1e-17),
-    swapped and signed by ``k mod 4``: within 2.3e-16 of the C library's for |x| <= 1e5, without calling it
-    (on the CPU its two calls per joint took 4-13 % of a float64 solve's time on panda, iiwa14 and ur5e).
-    Beyond 1e5, and in float32, the C library's.
-    """
-    f = warp_types(dtype)[0]
-    c1, c2, c3 = _half_pi_parts()
-    two_over_pi = float(2 / _PI)
-    s1, s2, s3, s4, s5, s6, s7, s8 = ((-1) ** k / math.factorial(2 * k + 1) for k in range(1, 9))
-    k1, k2, k3, k4, k5, k6, k7, k8 = ((-1) ** k / math.factorial(2 * k) for k in range(1, 9))
-    series = dtype == torch.float64
-
-    @wp.func
-    def sin_cos(x: f):
-        if wp.static(not series):
-            return wp.sin(x), wp.cos(x)
-        if not (wp.abs(x) <= f(_SERIES_MAX)):
-            return wp.sin(x), wp.cos(x)
-        k = wp.rint(x * f(two_over_pi))
-        r = ((x - k * f(c1)) - k * f(c2)) - k * f(c3)
-        r2 = r * r
-        sin_r = r + r * r2 * (
-            f(s1) + r2 * (f(s2) + r2 * (f(s3) + r2 * (f(s4) + r2 * (f(s5) + r2 * (f(s6) + r2 * (f(s7) + r2 * f(s8)))))))
-        )
-        cos_r = f(1.0) + r2 * (
-            f(k1) + r2 * (f(k2) + r2 * (f(k3) + r2 * (f(k4) + r2 * (f(k5) + r2 * (f(k6) + r2 * (f(k7) + r2 * f(k8)))))))
-        )
-        quadrant = wp.int32(k) & 3
-        if quadrant == 0:
-            return sin_r, cos_r
-        if quadrant == 1:
-            return cos_r, -sin_r
-        if quadrant == 2:
-            return -sin_r, -cos_r
-        return -cos_r, sin_r
-
-    return sin_cos
-
-
 @functools.cache
 def chain_struct(dtype: torch.dtype) -> type:
     """The warp struct of a robot's chains as the kernel reads them (F x length entries in a row; see
@@ -256,7 +194,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     hess_t = wp.types.matrix((dof, dof), f)
     chain_t = wp.types.matrix((3, length), f)
     pi, two_pi = math.pi, 2 * math.pi
-    sin_cos = sin_cos_function(dtype)
+    sin_cos = sin_cos_function(f)
 
     @wp.func
     def so3_log(r: mat33) -> vec3:
