@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import subprocess
@@ -159,7 +160,8 @@ def test_cli_view_serves_until_ctrl_c() -> None:
     """Ctrl-C once the viewer says it is ready (it serves its page before its first solve is done): exit 0."""
     port = free_port()
     command = [sys.executable, "-m", "ik_layer", "view", "planar3", "--port", str(port)]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")  # SIGABRT then prints every thread's stack (see below)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=forward_lines, args=(process.stdout, lines), daemon=True).start()
     seen = []
@@ -175,7 +177,12 @@ def test_cli_view_serves_until_ctrl_c() -> None:
         assert page.status_code == 200 and "<html" in page.text.lower()
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a hang: fail with the stacks of the viewer's threads
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=30)
+            time.sleep(1)  # the reader thread drains the pipe
     while not lines.empty():
         seen.append(lines.get())
     output = "".join(seen)
