@@ -161,7 +161,17 @@ def test_cli_view_serves_until_ctrl_c() -> None:
     port = free_port()
     command = [sys.executable, "-m", "ik_layer", "view", "planar3", "--port", str(port)]
     env = dict(os.environ, PYTHONFAULTHANDLER="1")  # SIGABRT then prints every thread's stack (see below)
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # Ctrl-C as at a terminal: a test run started in the background (`cmd &` in a script) ignores SIGINT, and its
+        # children would inherit that (the viewer then sleeps through the signal).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=forward_lines, args=(process.stdout, lines), daemon=True).start()
     seen = []
