@@ -30,12 +30,12 @@ from ik_layer.options import SolveOptions
 
 __all__ = ["IKResult", "Problem", "solve_reference"]
 
-_MU_INIT = 1e-2  # initial damping relative to the weighted squared error
+_MU_INIT = 3e-2  # initial damping relative to the weighted squared error
 _MU_MIN, _MU_MAX = 1e-6, 1e6  # bounds of the relative damping; a seed at _MU_MAX has stalled
-_MU_DECREASE, _MU_INCREASE = 0.3, 4.0  # damping factors after an accepted / a rejected step
+_MU_DECREASE, _MU_INCREASE = 0.85, 4.0  # damping factors after an accepted / a rejected step
 _LAMBDA_MIN = 1e-9  # absolute damping floor, raised to _EPS_FLOOR eps for low-precision dtypes
 _EPS_FLOOR = 100
-_POSTURE_GAIN = 0.1  # fraction of the distance to the posture pulled per step, in the null space
+_POSTURE_GAIN = 0.2  # fraction of the distance to the posture pulled per step, in the null space
 _MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
 _PROGRESS = 0.5  # a seed whose cost fell by less than this factor over one check restarts
 

@@ -26,7 +26,7 @@ from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Sl
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.trig import sin_cos_function
 from ik_layer.lie import pose_error
-from ik_layer.solver import _MU_INIT, _LMState, _Problem
+from ik_layer.solver import _MU_INIT, _POSTURE_GAIN, _LMState, _Problem
 
 F64, F32 = torch.float64, torch.float32
 DTYPES = [F64, F32]
@@ -177,6 +177,7 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     torch.testing.assert_close(slots.check_cost, start.cost[:, 0], rtol=cost_rtol, atol=0)  # cost at q0
     if posture is None:
         torch.testing.assert_close(slots.q, ref_q, rtol=0, atol=q_tol)
+        measured = torch.ones(n, dtype=torch.bool)
     else:
         # The null-space term ``pull - (H + damping I)^-1 H pull`` cancels: LU (eager) and Cholesky (kernel)
         # each round it to about eps cond(H + damping I) |pull|, above 1e-10 at the smallest dampings of a
@@ -184,14 +185,15 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
         hess = start.jac[:, 0].transpose(-1, -2) @ (weights[:, :, None] * start.jac[:, 0])
         damping = mu * start.cost[:, 0] + max(1e-9, 100 * torch.finfo(dtype).eps)
         cond = (torch.linalg.eigvalsh(hess)[:, -1] + damping) / damping
-        bound = torch.finfo(dtype).eps * cond * (0.1 * (posture - q0)).abs().amax(-1)
+        bound = torch.finfo(dtype).eps * cond * (_POSTURE_GAIN * (posture - q0)).abs().amax(-1)
         tol = torch.clamp(4 * bound, min=q_tol)
         diff = (slots.q - ref_q).abs().amax(-1)
         assert (diff <= tol).all(), f"row {int((diff / tol).argmax())}: {float((diff / tol).max())} x its tolerance"
         assert float((tol[pulled] == q_tol).double().mean()) >= 0.8  # the conditioning bound is the exception
         torch.testing.assert_close(slots.q[~pulled], ref_q[~pulled], rtol=0, atol=q_tol)
+        measured = tol == q_tol  # rows held to the conditioning bound are checked by q only (their costs differ more)
     torch.testing.assert_close(slots.mu, ref_mu, rtol=1e-12, atol=0)
-    torch.testing.assert_close(slots.cost, ref_cost, rtol=cost_rtol, atol=1e-30)
+    torch.testing.assert_close(slots.cost[measured], ref_cost[measured], rtol=cost_rtol, atol=1e-30)
     # the active-set pass ran: limit rows of a joint that stops at its limits end with a joint exactly at one; those
     # of a full-turn joint come back inside by a whole turn (both accepted)
     accepted = slots.mu < mu
