@@ -1,9 +1,8 @@
 """Sine and cosine for the LM kernel's forward kinematics, without the C library in float64.
 
-In the kernel's iteration loop, the C library's ``sincos`` per joint took 4-13 % of a float64 solve's time on
-panda, iiwa14 and ur5e (solves/s at batch 10k with and without it, measured ad hoc in one process).
-:func:`sin_cos_function` reduces the angle by multiples of pi / 2 (Cody and Waite: pi / 2 in three parts)
-and evaluates Taylor polynomials on [-pi / 4, pi / 4] instead.
+The kernel's iteration loop would call the C library's ``sincos`` once per joint per evaluation;
+:func:`sin_cos_function` computes both in the kernel instead: it reduces the angle by multiples of pi / 2 (Cody
+and Waite: pi / 2 in three parts) and evaluates Taylor polynomials on [-pi / 4, pi / 4].
 """
 
 # No `from __future__ import annotations`: warp reads the functions' annotations as live types.
