@@ -10,10 +10,11 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by ``L D L^T`` (Cholesky
    without square roots), one active-set pass for the joints it pushes past a limit, the candidate
    ``wrap(integrate(q, dq))``; a slot with a posture adds ``pull - (H + damping I)^-1 H pull``,
-   ``pull = 0.2 (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
+   ``pull = _POSTURE_GAIN (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
    projected on the null space);
-3. the candidate is kept iff it lowers the cost (``mu *= 0.85``), else ``mu *= 4``; with a posture, a pulled
-   candidate that does not lower the cost gives way to the plain step's, if that one does;
+3. the candidate is kept iff it lowers the cost (``mu *= _MU_DECREASE``), else ``mu *= _MU_INCREASE`` (constants
+   of :mod:`ik_layer.solver`); with a posture, a pulled candidate that does not lower the cost gives way to the
+   plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
    ``_Problem._record``: the score, or ``d / (1 + d)`` (``d`` the joints' distance to the posture) for a
