@@ -56,7 +56,7 @@ def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
         problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
     )
     engine.run(request)
-    return problem.unflatten(request.result())
+    return request.result(problem.batch)
 
 
 def solve_with_kernel(

@@ -62,7 +62,8 @@ class Reach:
         offset = _numpy(target).reshape(n, frames, 4, 4)[..., :3, 3] - self.centre
         offset *= _numpy(weights).reshape(n, frames, 6)[..., :3] > 0
         limit = self.radius + self.rounding + position_tolerance
-        return (np.einsum("nfk,nfk->nf", offset, offset) > limit * limit).any(axis=-1)
+        far = (offset * offset).sum(axis=-1) > limit * limit
+        return far[:, 0] if frames == 1 else far.any(axis=-1)
 
 
 def _numpy(x: Tensor | np.ndarray) -> np.ndarray:

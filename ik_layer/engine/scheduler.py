@@ -22,6 +22,7 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -99,7 +100,6 @@ class Request:
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
-        self._errors: tuple[Tensor, Tensor] | None = None
         # On the CPU, numpy views of the tensors the scheduler reads and writes (far cheaper than torch indexing).
         self.host: SimpleNamespace | None = None
         if first.device.type != "cpu":
@@ -133,17 +133,28 @@ class Request:
         them uniform in the limits from the seeds' restart streams (a row's start does not depend on the others)."""
         return self.start[rows, k] if k < self.given else None
 
-    def result(self) -> IKResult:
-        """The answer, once :attr:`done` is set; errors are measured at the best configurations, weighted axes."""
-        if self._errors is None:
+    def result(self, batch: Sequence[int] | None = None) -> IKResult:
+        """The answer, once :attr:`done` is set, each field of the targets' batch shape ``batch`` (default
+        ``(n,)``); errors are measured at the best configurations, weighted axes."""
+        if not self.done.is_set():
             raise IKLayerError(f"request {self.id} is not finished; wait on request.done")
-        device = self.q.device
+        shape = (self.rows,) if batch is None else tuple(batch)
+        success = self.codes == SOLVED
+        if self.host is not None:  # numpy reshapes, one tensor view each
+            q, error = self.host.q, self.host.error
+            return IKResult(
+                q=torch.from_numpy(q.reshape(*shape, q.shape[-1])),
+                success=torch.from_numpy(success.reshape(shape)),
+                position_error=torch.from_numpy(error[:, 0].reshape(shape)),
+                orientation_error=torch.from_numpy(error[:, 1].reshape(shape)),
+                iterations=torch.from_numpy(self.used.reshape(shape)),
+            )
         return IKResult(
-            q=self.q,
-            success=torch.from_numpy(self.codes == SOLVED).to(device),
-            position_error=self._errors[0],
-            orientation_error=self._errors[1],
-            iterations=self.iterations.to(device),
+            q=self.q.reshape(*shape, self.q.shape[-1]),
+            success=torch.from_numpy(success.reshape(shape)).to(self.q.device),
+            position_error=self.error[:, 0].reshape(shape),
+            orientation_error=self.error[:, 1].reshape(shape),
+            iterations=torch.from_numpy(self.used.reshape(shape)).to(self.q.device),
         )
 
     def finish(self, robot: Robot) -> None:
@@ -155,7 +166,6 @@ class Request:
             masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
             worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)
             self.error[rows] = worst  # the worst frame's
-        self._errors = self.error.unbind(1)
         self.done.set()
 
 
@@ -313,11 +323,17 @@ class Engine:
 
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
         """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
-        slots = np.flatnonzero(self._is_free[: self._top + len(rows)])[: len(rows)]  # all free from _top on
+        count = len(rows)
+        if self._used == self._top:  # no free slot below the highest in use: the next ones
+            slots = np.arange(self._top, self._top + count)
+            into: Index | np.ndarray = slice(self._top, self._top + count)
+        else:
+            slots = np.flatnonzero(self._is_free[: self._top + count])[:count]  # all free from _top on
+            into = _index(slots)
+        at = _index(rows)
         rng_offset = (rows * request.options.num_seeds + k).astype(np.int32)
         host = request.host
         if self._on_host and host is not None:  # numpy views: rows and slots as slices or int arrays
-            at, into = _index(rows, None), _index(slots, None)
             start = host.start[at, k] if k < request.given else None
             posture = None if host.posture is None else host.posture[at]
             self.slots.admit(
@@ -325,26 +341,27 @@ class Engine:
                 rng_offset=rng_offset, posture=posture,
             )  # fmt: skip
         else:
-            at, into = _index(rows, self._device), _index(slots, self._device)
-            extra = {} if request.posture is None else {"posture": request.posture[at]}
+            at_d, into_d = _on_device(at, self._device), _on_device(into, self._device)
+            extra = {} if request.posture is None else {"posture": request.posture[at_d]}
             self.slots.admit(
-                into, request.target[at], request.seed_start(at, k), request.options, weights=request.weights[at],
-                seed=request.seed, rng_offset=rng_offset, **extra,
+                into_d, request.target[at_d], request.seed_start(at_d, k), request.options,
+                weights=request.weights[at_d], seed=request.seed, rng_offset=rng_offset, **extra,
             )  # fmt: skip
-        if k > 0 or request.unreachable[rows].any():  # what is left of the targets' budgets, if not the options'
+        unreachable = request.unreachable[at]
+        if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'
             left = (request.budget(rows) - offsets).astype(np.int32)
             self.slots.set_budget(into, left if self._on_host else torch.from_numpy(left).to(self._device))
-        self._is_free[slots] = False
-        self._used += len(slots)
+        self._is_free[into] = False
+        self._used += count
         self._top = max(self._top, int(slots[-1]) + 1)
-        self._owner[slots] = request.id
-        self._row[slots] = rows
-        self._seed[slots] = k
-        self._offset[slots] = offsets
-        self._may_ask[slots] = (k + 1 < request.options.num_seeds) & ~request.unreachable[rows]
-        self._ask_from[slots] = request.options.restart_after
-        request.slot[rows, k] = slots
-        request.seeds[rows] += 1
+        self._owner[into] = request.id
+        self._row[into] = rows
+        self._seed[into] = k
+        self._offset[into] = offsets
+        self._may_ask[into] = (k + 1 < request.options.num_seeds) & ~unreachable
+        self._ask_from[into] = request.options.restart_after
+        request.slot[at, k] = slots
+        request.seeds[at] += 1
         self._active[request.id] = request
 
     def _cancel_seedless(self, request: Request, row: int, offset: int) -> None:
@@ -407,8 +424,11 @@ class Engine:
         """Queue one more seed for each target whose newest seed restarted, once the target ran ``restart_after``
         iterations, up to ``num_seeds``."""
         top = len(running)
+        restarted = self._may_ask[:top] & (iterations > age)  # mostly none: the seeds that did not restart
+        if not restarted.any():
+            return
         elapsed = self._offset[:top] + iterations
-        ask = np.flatnonzero(running & self._may_ask[:top] & (iterations > age) & (elapsed >= self._ask_from[:top]))
+        ask = np.flatnonzero(restarted & running & (elapsed >= self._ask_from[:top]))
         if ask.size == 0:
             return
         self._may_ask[ask] = False
@@ -523,16 +543,18 @@ class Engine:
         self._freed.append(slots)
 
 
-def _index(values: np.ndarray, device: torch.device | None) -> Index | np.ndarray:
-    """Distinct ``values`` as a slice when they are consecutive, else as an index tensor on ``device`` (None: as
-    an int64 numpy array)."""
+def _index(values: np.ndarray) -> Index | np.ndarray:
+    """Distinct ``values`` as a slice when they are consecutive (cheaper to copy), else as an int64 numpy array."""
     if len(values) == 1:
         return slice(int(values[0]), int(values[0]) + 1)
     if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
         return slice(int(values[0]), int(values[-1]) + 1)
-    if device is None:
-        return np.ascontiguousarray(values, dtype=np.int64)
-    return torch.from_numpy(np.ascontiguousarray(values)).to(device)
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _on_device(index: Index | np.ndarray, device: torch.device) -> Index:
+    """A host index (a slice or an int64 numpy array) as torch indexing on ``device`` takes it."""
+    return index if isinstance(index, slice) else torch.from_numpy(index).to(device)
 
 
 def _gather(x: Tensor, index: np.ndarray) -> np.ndarray:
