@@ -49,7 +49,7 @@ from ik_layer.floating import (
     with_free_flyer,
 )
 from ik_layer.joints import Mimic, frame_id, motion_axis, select_joints
-from ik_layer.lie import as_transform
+from ik_layer.lie import as_transform, check_finite
 from ik_layer.limits import full_turns, joint_limits
 from ik_layer.sources import read_model
 
@@ -279,8 +279,7 @@ class Robot(nn.Module):
         """Validate a configuration tensor (..., nq): type, shape, dtype, device and (one host sync) finiteness;
         a floating base's quaternion must not be zero."""
         self._check_configuration(q, name)
-        if not torch.isfinite(q).all():
-            raise NonFiniteError(f"{name} holds NaN or infinite values")
+        check_finite(q, name)
         if self.floating_base and bool((torch.linalg.vector_norm(q[..., 3:BASE_NQ], dim=-1) < 1e-9).any()):
             raise NonFiniteError(f"{name} holds a zero base quaternion (entries 3:7, [qx, qy, qz, qw])")
         return q

@@ -54,11 +54,20 @@ def _check_values(name: str, x: Tensor | np.ndarray) -> None:
         raise NonFiniteError(f"{name} holds NaN or infinite values")
 
 
+def check_finite(x: Tensor, name: str) -> None:
+    """Raise unless tensor ``x``'s values are all finite (one host sync; in numpy for a small CPU tensor)."""
+    _check_values(name, host_values(x))
+
+
 def host_values(x: Tensor) -> Tensor | np.ndarray:
-    """``x``'s values to check: a numpy view when ``x`` is a small float32/float64 CPU tensor, else ``x`` itself."""
+    """``x``'s values to check: a numpy view when ``x`` is a small float32/float64 CPU tensor, else ``x`` itself
+    (also under ``torch.func`` transforms, whose tensors have no storage to view)."""
     small = x.device.type == "cpu" and x.numel() <= _HOST_CHECK_MAX
     if small and x.dtype in (torch.float32, torch.float64):
-        return x.detach().numpy()
+        try:
+            return x.detach().numpy()
+        except RuntimeError:  # a functorch-wrapped tensor
+            return x
     return x
 
 

@@ -63,7 +63,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
 def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:
     """Queue the targets ``rows`` of ``problem`` on ``engine``: warm starts if given, else random ones that the
     kernel draws from ``seed``'s streams."""
-    start = None if problem.warm_start is None else engine.robot.wrap(problem.warm_start[rows])
+    start = None if problem.warm_start is None else problem.warm_start[rows]  # brought inside the limits by the kernel
     return engine.submit(
         problem.target[rows], start, problem.options, weights=problem.weights[rows], seed=seed, deadline=deadline
     )

@@ -383,6 +383,20 @@ def test_warm_start_at_the_answer_takes_no_iteration(robot_of, name: str, dtype:
     assert torch.equal(res.q, robot.wrap(q))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", [*BUILTIN, MIXED])
+def test_starts_outside_the_limits_begin_as_robot_wrap_puts_them(robot_of, name: str, dtype: torch.dtype) -> None:
+    """The kernel brings a given start inside the limits as :meth:`Robot.wrap` does: continuous joints turns
+    away, limited joints past a limit (clamped), with no iteration run."""
+    robot = robot_of(name, dtype)
+    q = robot.random_q((16,), generator=gen(55))
+    away = q + torch.linspace(-9.0, 9.0, 16, dtype=dtype)[:, None]  # up to about 1.4 turns, both ways
+    res = solve_with_kernel(robot, robot.fk(q), SolveOptions(max_iterations=0), warm_start=away)
+    assert (res.iterations == 0).all()
+    torch.testing.assert_close(res.q, robot.wrap(away), rtol=0, atol=1e-12 if dtype == F64 else 1e-5)
+    assert_in_limits(robot, res.q)
+
+
 def test_batch_shape_is_kept_and_rows_are_the_flat_solve() -> None:
     robot = builtin("planar3", F64)
     target = robot.fk(robot.random_q((2, 3), generator=gen(53)))

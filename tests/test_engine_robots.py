@@ -186,3 +186,20 @@ def test_a_frame_out_of_reach_gives_the_target_up_early():
     assert not reach(floating).beyond(far_body, torch.ones(1, 4, 6, dtype=F64), 1e-4).any()
     result = ik_layer.solve(floating, far_body, generator=torch.Generator().manual_seed(36))
     assert bool(result.success.all())
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_a_start_outside_the_limits_begins_as_robot_wrap_puts_it(name: str) -> None:
+    """The kernel brings given starts inside the limits as :meth:`Robot.wrap`: joints past their limits, and a
+    floating base's quaternion scaled to unit norm."""
+    robot = robot_of(name, F64)
+    n = 8
+    q = random_configurations(robot, n, torch.Generator().manual_seed(61))
+    away = q.clone()
+    away[:, -robot.lower.shape[0] :] += torch.linspace(-9.0, 9.0, n, dtype=F64)[:, None]
+    if robot.floating_base:
+        away[:, 3:7] *= torch.linspace(0.1, 3.0, n, dtype=F64)[:, None]
+    weights = default_weights(name, robot, n)
+    result = ik_layer.solve(robot, robot.fk(q), warm_start=away, max_iterations=0, weights=weights)
+    assert (result.iterations == 0).all()
+    torch.testing.assert_close(result.q, robot.wrap(away), rtol=0, atol=1e-12)

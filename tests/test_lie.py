@@ -461,3 +461,11 @@ def test_as_transform_checks_agree_on_the_numpy_and_torch_paths(kind, dtype, hos
         return
     with pytest.raises(IKLayerError, match=messages[kind]):
         as_transform(m, "goal")
+
+
+def test_as_transform_is_differentiable_under_torch_func(rng):
+    """The checks read small CPU inputs in numpy; under ``torch.func`` (tensors without storage) they fall back
+    to torch, and the derivative is the identity map's."""
+    pose = from_rotation_translation(so3_exp(random_rotvec(rng, (3,))), torch.randn(3, 3, generator=rng, dtype=F64))
+    jac = torch.func.jacrev(as_transform)(pose)  # (3, 4, 4, 3, 4, 4)
+    torch.testing.assert_close(jac, torch.eye(48, dtype=F64).reshape(jac.shape), rtol=0, atol=0)

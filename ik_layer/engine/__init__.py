@@ -49,9 +49,8 @@ def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
     seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
     The caller owns ``engine`` (one worker at a time).
     """
-    robot = engine.robot
-    given = [robot.wrap(x) for x in (problem.warm_start, problem.posture) if x is not None]
-    start = torch.stack(given, dim=1) if given else None  # None: random starts drawn by the kernel
+    given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
+    start = torch.stack(given, dim=1) if len(given) > 1 else given[0] if given else None  # None: drawn by the kernel
     request = engine.submit(
         problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
     )

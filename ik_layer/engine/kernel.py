@@ -34,8 +34,9 @@ A slot's first launch after :meth:`~ik_layer.engine.slots.Slots.admit` starts it
 configuration, errors and age are reset there and its restart RNG is seeded with
 ``wp.rand_init(rng_seed, rng)`` (``rng`` holds the stream offset until then). A slot admitted
 without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers of its
-restart stream (``random_start`` becomes 2: drawn, stream seeded). A floating base starts and restarts
-where the first frame meets its target (:meth:`ik_layer.solver._Problem.random_starts`).
+restart stream (``random_start`` becomes 2: drawn, stream seeded); a given start is brought inside the
+limits there as :meth:`Robot.wrap` does. A floating base starts and restarts where the first frame meets
+its target (:meth:`ik_layer.solver._Problem.random_starts`).
 
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
@@ -179,7 +180,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     """The warp functions of one LM step for a robot of ``layout`` and ``dtype`` floats.
 
     ``so3_log``, ``evaluate`` (error, Jacobian, weighted cost at q), ``errors_of``, ``score_of``,
-    ``damped_solve``, ``candidate``, ``integrate``, ``neutral``, ``aligned``, ``rank_of`` and ``wrap``;
+    ``damped_solve``, ``candidate``, ``integrate``, ``neutral``, ``aligned``, ``rank_of``, ``wrap`` and ``wrapped``;
     :func:`lm_block_kernel` is built from them, and so is the bake-off's one-step kernel
     (``bench/kernel_bakeoff.py``).
     """
@@ -513,6 +514,19 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return wp.min(wp.max(y, lower), upper)
 
     @wp.func
+    def wrapped(q: vecq, chain: Chain) -> vecq:
+        """``Robot.wrap`` of ``q``: every joint wrapped or clamped as :func:`wrap`, a floating base's quaternion
+        scaled to unit norm."""
+        out = q
+        for a in range(joints):
+            out[bq + a] = wrap(q[bq + a], a, chain)
+        if wp.static(floating):
+            n = wp.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
+            for k in range(4):
+                out[3 + k] = q[3 + k] / n
+        return out
+
+    @wp.func
     def candidate(
         q: vecq,
         e: vecr,
@@ -562,6 +576,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         aligned=aligned,
         rank_of=rank_of,
         wrap=wrap,
+        wrapped=wrapped,
     )
 
 
@@ -575,7 +590,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
     fns = lm_functions(layout, dtype)
     evaluate, score_of, errors_of = fns.evaluate, fns.score_of, fns.errors_of
     candidate, neutral, aligned = fns.candidate, fns.neutral, fns.aligned
-    rank_of, wrap = fns.rank_of, fns.wrap
+    rank_of, wrap, wrapped = fns.rank_of, fns.wrap, fns.wrapped
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)
     frames, joints, nq, dof = layout.frames, layout.joints, layout.nq, layout.dof
     bq, bv = nq - joints, dof - joints
@@ -655,6 +670,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
                 q[bq + a] = wrap(chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u, a, chain)
             q = aligned(q, i, target_rot, target_pos, w, chain)
             drawn = 2
+        elif it == 0 and drawn == 0:  # a given start, brought inside the limits as Robot.wrap does
+            q = wrapped(q, chain)
 
         e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
         if it == 0:  # the start: record the initial configuration, open the first progress window

@@ -58,8 +58,9 @@ class Request:
 
     Attributes:
         target: (n, [F,] 4, 4) ``T_base_ee`` targets (F end-effector frames); weights: (n, [F,] 6).
-        start: (n, k, nq) first configurations of the targets' first k seeds, or None (k = 0); seeds beyond k
-            start uniform in the limits, drawn by the kernel from their restart streams.
+        start: (n, k, nq) first configurations of the targets' first k seeds (the kernel brings them inside the
+            limits as :meth:`Robot.wrap`), or None (k = 0); seeds beyond k start uniform in the limits, drawn by
+            the kernel from their restart streams.
         posture: (n, nq) preferred configurations, or None.
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
@@ -162,6 +163,7 @@ class Request:
         measured = self.best_score < np.inf
         if not measured.all():
             rows = torch.from_numpy(np.flatnonzero(~measured)).to(self.q.device)
+            self.q[rows] = robot.wrap(self.q[rows])  # a start as given
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
             worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)
@@ -228,7 +230,8 @@ class Engine:
 
         Args:
             target: (n, [F,] 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
-            start: (n, nq) or (n, k, nq) starts of the first seeds, inside the limits; or None: every seed
+            start: (n, nq) or (n, k, nq) finite starts of the first seeds (the kernel wraps them as
+                :meth:`Robot.wrap`); or None: every seed
                 starts uniform in the limits, drawn on the device by the kernel from the seed's restart stream
                 (no host work; the targets' answers start at :meth:`Robot.wrap` of zeros until they retire).
             options: budget, tolerances, restart policy and ``num_seeds`` (the most seeds per target).

@@ -161,6 +161,8 @@ class Slots:
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
+        ``q`` is brought inside the limits by the kernel at its first launch (as :meth:`Robot.wrap`).
+
         ``q`` None: each slot's start is drawn by the kernel at its first launch, uniform in the limits (as
         :meth:`Robot.random_q`), from the slot's restart stream (so it depends only on ``seed`` and the offset).
 
