@@ -65,9 +65,6 @@ class Request:
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
         q: (n, nq) best configurations (the answer once :attr:`done` is set).
-        status: (n,) int32 final status codes on the CPU (see :data:`ROW_STATUS`), ``RUNNING`` until retired.
-        iterations: (n,) int64 iterations used (counted from the target's start), on the CPU.
-        seeds_used: (n,) seeds started per target (1 unless the target stalled), on the CPU.
         done: set when every target has retired.
         unreachable: (n,) bool numpy, the targets out of the robot's reach, given a short budget (see
             :meth:`Engine.submit`); all False unless set before the request is queued.
@@ -92,12 +89,10 @@ class Request:
         self.given = 0 if self.start is None else self.start.shape[1]  # seeds with a given start
         first = self.start[:, 0] if self.start is not None else self.initial.expand(n, -1)  # type: ignore[union-attr]
         self.initial = None
-        # The scheduler's bookkeeping, in numpy (the public fields are torch views of codes, used and seeds).
+        # The scheduler's bookkeeping, in numpy (status, iterations and seeds_used are torch views of them).
         self.codes = np.full(n, RUNNING, dtype=np.int32)
         counts = np.zeros((3, n), dtype=np.int64)
         self.used, self.seeds, self.pending = counts  # iterations; seeds started; seeds queued for a slot
-        self.status, self.iterations = torch.from_numpy(self.codes), torch.from_numpy(self.used)
-        self.seeds_used = torch.from_numpy(self.seeds)
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
@@ -123,6 +118,21 @@ class Request:
     def rows(self) -> int:
         """Number of targets."""
         return self.target.shape[0]
+
+    @property
+    def status(self) -> Tensor:
+        """(n,) int32 final status codes on the CPU (see :data:`ROW_STATUS`), ``RUNNING`` until retired."""
+        return torch.from_numpy(self.codes)
+
+    @property
+    def iterations(self) -> Tensor:
+        """(n,) int64 iterations used (counted from the target's start), on the CPU."""
+        return torch.from_numpy(self.used)
+
+    @property
+    def seeds_used(self) -> Tensor:
+        """(n,) seeds started per target (1 unless the target stalled), on the CPU."""
+        return torch.from_numpy(self.seeds)
 
     def budget(self, rows: np.ndarray) -> np.ndarray:
         """Iteration budgets of the targets ``rows``: ``restart_after`` (at most) for unreachable ones."""
