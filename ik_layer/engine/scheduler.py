@@ -87,22 +87,22 @@ class Request:
     def __post_init__(self) -> None:
         n = self.target.shape[0]
         self.given = 0 if self.start is None else self.start.shape[1]  # seeds with a given start
-        first = self.start[:, 0] if self.start is not None else self.initial.expand(n, -1)  # type: ignore[union-attr]
-        self.initial = None
+        initial, self.initial = self.initial, None
         # The scheduler's bookkeeping, in numpy (status, iterations and seeds_used are torch views of them).
         self.codes = np.full(n, RUNNING, dtype=np.int32)
-        counts = np.zeros((3, n), dtype=np.int64)
-        self.used, self.seeds, self.pending = counts  # iterations; seeds started; seeds queued for a slot
+        self.used, self.seeds, self.pending = np.zeros((3, n), dtype=np.int64)  # iterations; seeds started, queued
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
         # On the CPU, numpy views of the tensors the scheduler reads and writes (far cheaper than torch indexing).
         self.host: SimpleNamespace | None = None
-        if first.device.type != "cpu":
+        if self.target.device.type != "cpu":
+            first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
             self.q = first.detach().clone()
             self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
             return
-        q = first.detach().numpy().copy()
+        start = None if self.start is None else self.start.detach().numpy()
+        q = start[:, 0].copy() if start is not None else np.repeat(initial.numpy()[None], n, axis=0)  # type: ignore[union-attr]
         error = np.full((n, 2), np.inf, dtype=q.dtype)
         self.q, self.error = torch.from_numpy(q), torch.from_numpy(error)
         self.host = SimpleNamespace(
@@ -110,7 +110,7 @@ class Request:
             error=error,
             target=self.target.detach().numpy(),
             weights=self.weights.detach().numpy(),
-            start=None if self.start is None else self.start.detach().numpy(),
+            start=start,
             posture=None if self.posture is None else self.posture.detach().numpy(),
         )
 
@@ -409,17 +409,22 @@ class Engine:
             stopped = occupied & (status != RUNNING)
             if forced:
                 stopped |= occupied & np.isin(owner, list(forced))
-            self._ask_for_seeds(occupied & ~stopped, iterations, age)
+            restarted = self._may_ask[:top] & (iterations > age)  # mostly none: seeds that did not restart
+            if restarted.any():
+                self._ask_for_seeds(restarted & occupied & ~stopped, iterations)
             slots = np.flatnonzero(stopped)
             if slots.size:
-                scores = self._gather("best_score", slots).astype(np.float64)
+                scores = self._gather("best_score", slots).astype(np.float64, copy=False)
                 owners = owner[slots]
-                for rid in [int(owners[0])] if len(owners) == 1 else np.unique(owners).tolist():
-                    mine = owners == rid
-                    used = self._offset[slots[mine]] + iterations[slots[mine]]
-                    self._retire_slots(
-                        self._active[rid], slots[mine], status[slots[mine]], used, scores[mine], forced.get(rid)
-                    )
+                first = int(owners[0])
+                if len(owners) == 1 or bool((owners == first).all()):  # one request's slots (slice: no copies)
+                    groups: list[tuple[int, slice | np.ndarray]] = [(first, slice(None))]
+                else:
+                    groups = [(rid, owners == rid) for rid in np.unique(owners).tolist()]
+                for rid, mine in groups:
+                    held = slots[mine]
+                    used = self._offset[held] + iterations[held]
+                    self._retire_slots(self._active[rid], held, status[held], used, scores[mine], forced.get(rid))
             if self._freed:
                 freed = np.concatenate(self._freed)
                 self.slots.retire(freed)
@@ -433,15 +438,12 @@ class Engine:
         fields = (self.slots.status, self.slots.iterations, self.slots.age)
         return tuple(torch.stack([x[:top] for x in fields]).cpu().numpy())  # type: ignore[return-value]
 
-    def _ask_for_seeds(self, running: np.ndarray, iterations: np.ndarray, age: np.ndarray) -> None:
-        """Queue one more seed for each target whose newest seed restarted, once the target ran ``restart_after``
-        iterations, up to ``num_seeds``."""
-        top = len(running)
-        restarted = self._may_ask[:top] & (iterations > age)  # mostly none: the seeds that did not restart
-        if not restarted.any():
-            return
+    def _ask_for_seeds(self, restarted: np.ndarray, iterations: np.ndarray) -> None:
+        """Queue one more seed for each target whose newest seed restarted and runs on (``restarted``, per slot
+        below the top) once the target ran ``restart_after`` iterations, up to ``num_seeds``."""
+        top = len(restarted)
         elapsed = self._offset[:top] + iterations
-        ask = np.flatnonzero(restarted & running & (elapsed >= self._ask_from[:top]))
+        ask = np.flatnonzero(restarted & (elapsed >= self._ask_from[:top]))
         if ask.size == 0:
             return
         self._may_ask[ask] = False
