@@ -62,7 +62,7 @@ def check_finite(x: Tensor, name: str) -> None:
 def host_values(x: Tensor) -> Tensor | np.ndarray:
     """``x``'s values to check: a numpy view when ``x`` is a small float32/float64 CPU tensor, else ``x`` itself
     (also under ``torch.func`` transforms, whose tensors have no storage to view)."""
-    small = x.device.type == "cpu" and x.numel() <= _HOST_CHECK_MAX
+    small = x.is_cpu and x.numel() <= _HOST_CHECK_MAX
     if small and x.dtype in (torch.float32, torch.float64):
         try:
             return x.detach().numpy()

@@ -96,7 +96,7 @@ class Request:
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
         # On the CPU, numpy views of the tensors the scheduler reads and writes (far cheaper than torch indexing).
         self.host: SimpleNamespace | None = None
-        if self.target.device.type != "cpu":
+        if not self.target.is_cpu:
             first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
             self.q = first.detach().clone()
             self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
