@@ -50,7 +50,7 @@ def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
     The caller owns ``engine`` (one worker at a time).
     """
     given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
-    start = torch.stack(given, dim=1) if len(given) > 1 else given[0] if given else None  # None: drawn by the kernel
+    start = torch.stack(given, dim=1) if given else None  # None: random starts drawn by the kernel
     request = engine.submit(
         problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
     )
