@@ -37,7 +37,7 @@ from common import apply_threads_and_describe, benchmark_parser, markdown_table,
 
 import ik_layer
 from ik_layer.engine.kernel import Layout, chain_struct, damping_floor, lm_functions, warp_types
-from ik_layer.engine.slots import Slots
+from ik_layer.engine.store import open_store
 from ik_layer.lie import pose_error
 
 Step = Callable[[], object]
@@ -102,7 +102,7 @@ def warp_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """A recorded launch of the warp step over the given (bound once) tensors."""
     kernel = warp_step_kernel(Layout.of(robot), robot.dtype)
     _, _, vec3, _, mat33 = warp_types(robot.dtype)
-    chain = Slots(robot, 0).chain  # the engine's views of the chain
+    chain = open_store(robot, 0).chain  # the engine's views of the chain
     rot, pos = target[:, None, :3, :3].contiguous(), target[:, None, :3, 3].contiguous()
     inputs = [
         wp.from_torch(q), wp.from_torch(rot, dtype=mat33), wp.from_torch(pos, dtype=vec3), wp.from_torch(mu),

@@ -1,5 +1,6 @@
 """ik-layer: differentiable batched inverse kinematics for PyTorch."""
 
+from ik_layer.engine import Engine
 from ik_layer.exceptions import (
     CLIError,
     DeviceError,
@@ -26,6 +27,7 @@ __all__ = [
     "CLIError",
     "DTypeError",
     "DeviceError",
+    "Engine",
     "FrameNotFound",
     "IKLayer",
     "IKLayerError",

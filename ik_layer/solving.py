@@ -42,6 +42,7 @@ def solve(
     posture: Tensor | None = None,
     generator: torch.Generator | None = None,
     reference: bool = False,
+    engine: Engine | None = None,
     **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
@@ -62,6 +63,9 @@ def solve(
             only: with a floating base the base goes where the frames take it).
         generator: random generator of the seeds, on the robot's device (reproducible results).
         reference: run the eager torch reference path instead of the fused engine.
+        engine: the :class:`~ik_layer.engine.Engine` of ``robot`` to solve on (its store, capacity and block
+            as built: ``Engine(robot, store="tensor")``), stepped by this call; one thread at a time. Default:
+            the robot's own engine, built at the first call.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -71,7 +75,11 @@ def solve(
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
+    if engine is not None and not (isinstance(engine, Engine) and engine.robot is robot):
+        raise IKLayerError(f"engine must be an ik_layer.Engine built for this robot, got {engine!r}")
     if reference:
+        if engine is not None:
+            raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
         return solve_reference(
             robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
             **option_changes,
@@ -79,9 +87,11 @@ def solve(
     problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
     draw = {"generator": generator} if generator is not None else {}
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
-    engine, lock = _engine_for(robot, problem.target.shape[0] * problem.options.num_seeds)
-    with lock:
+    if engine is not None:
         return solve_problem(engine, problem, seed)
+    shared, lock = _engine_for(robot, problem.target.shape[0] * problem.options.num_seeds)
+    with lock:
+        return solve_problem(shared, problem, seed)
 
 
 def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:

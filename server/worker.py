@@ -215,7 +215,7 @@ class EngineWorker:
     def _fail(self, tickets: list[Ticket], err: Exception) -> None:
         """Answer ``tickets`` with ``err`` and replace the engine, whose state is unknown."""
         engine = self.engine
-        self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=self.block)
+        self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=self.block, store=engine.slots.kind)
         for ticket in tickets:
             self._forget_running(ticket)
         self._settle([(ticket, err) for ticket in tickets])

@@ -17,6 +17,19 @@ from ik_layer.testing import example_robot_data_candidates, example_robot_data_d
 SEED = 20240611
 
 
+# --------------------------------------------------------------------------- engine stores
+
+
+@pytest.fixture(params=["host", "tensor"])
+def each_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per engine store: every engine and slot pool it opens without naming a store takes this
+    one (the CPU's default is "host"; "tensor" is the CUDA path's bookkeeping, run here on the CPU)."""
+    import ik_layer.engine.store
+
+    monkeypatch.setattr(ik_layer.engine.store, "default_store", lambda device: request.param)
+    return request.param
+
+
 # --------------------------------------------------------------------------- randomness
 
 

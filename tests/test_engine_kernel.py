@@ -22,11 +22,22 @@ import warp as wp
 
 import ik_layer
 from ik_layer import SolveOptions
-from ik_layer.engine import EMPTY, EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Slots, lm_block_kernel, solve_with_kernel
+from ik_layer.engine import (
+    EMPTY,
+    EXHAUSTED,
+    RUNNING,
+    SOLVED,
+    BlockLauncher,
+    lm_block_kernel,
+    open_store,
+    solve_with_kernel,
+)
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.trig import sin_cos_function
 from ik_layer.lie import pose_error
 from ik_layer.solver import _MU_INIT, _POSTURE_GAIN, _LMState, _Problem
+
+pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
 
 F64, F32 = torch.float64, torch.float32
 DTYPES = [F64, F32]
@@ -65,12 +76,10 @@ def robot_of(tiny_urdf: Path) -> Callable[[str, torch.dtype], ik_layer.Robot]:
     return load
 
 
-def run_slots(
-    robot: ik_layer.Robot, target, q0, options, *, block: int, weights=None, seed: int = 0, posture=None
-) -> Slots:
+def run_slots(robot: ik_layer.Robot, target, q0, options, *, block: int, weights=None, seed: int = 0, posture=None):
     """Slots for ``target`` (n, 4, 4) started at ``q0``, run by blocks until none is RUNNING."""
     n = target.shape[0]
-    slots = Slots(robot, n)
+    slots = open_store(robot, n)
     slots.admit(torch.arange(n), target, q0, options, weights=weights, seed=seed, posture=posture)
     launch = BlockLauncher(slots)
     for _ in range(options.max_iterations + 1):
@@ -154,7 +163,7 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
 
     start, ref = eager_step(None)
     ref_q, ref_mu, ref_cost = ref.q[:, 0], ref.mu[:, 0], ref.cost[:, 0]
-    slots = Slots(robot, n)
+    slots = open_store(robot, n)
     if posture is None:
         slots.admit(all_rows, target, q0, options, weights=weights)
     else:
@@ -273,7 +282,7 @@ def test_progress_check_restarts_as_the_eager_rule(restart_after: int) -> None:
     start = state = _LMState.start(problem, rows, q0[:, None])
     for _ in range(4):
         state = state.step(problem, rows)
-    slots = Slots(robot, n)
+    slots = open_store(robot, n)
     slots.admit(rows, target, q0, options)
     BlockLauncher(slots)(4)
 
@@ -445,9 +454,9 @@ def test_a_slot_does_not_depend_on_the_others() -> None:
     q0 = robot.random_q((5,), generator=gen(71))
     target = robot.fk(robot.random_q((5,), generator=gen(72)))
     options = SolveOptions(max_iterations=80)
-    full = Slots(robot, 5)
+    full = open_store(robot, 5)
     full.admit(torch.arange(5), target, q0, options, seed=9, rng_offset=torch.arange(100, 105))
-    alone = Slots(robot, 3)  # row 3 alone, in slot 1, between two empty slots
+    alone = open_store(robot, 3)  # row 3 alone, in slot 1, between two empty slots
     alone.admit([1], target[3:4], q0[3:4], options, seed=9, rng_offset=torch.tensor([103]))
     for slots in (full, alone):
         launch = BlockLauncher(slots)
@@ -480,7 +489,7 @@ def test_readmitted_slot_drops_its_posture() -> None:
     q0 = robot.random_q((4,), generator=gen(83))
     target = robot.fk(robot.random_q((4,), generator=gen(84)))
     posture = robot.random_q((4,), generator=gen(85))
-    fresh, reused = Slots(robot, 4), Slots(robot, 4)
+    fresh, reused = open_store(robot, 4), open_store(robot, 4)
     fresh.admit(torch.arange(4), target, q0, ONE_SEED)
     reused.admit(torch.arange(4), target, q0, ONE_SEED, posture=posture)
     BlockLauncher(reused)(3)
@@ -510,7 +519,7 @@ def test_admitting_a_slice_of_slots_equals_admitting_their_indices() -> None:
     robot = builtin("ur5e", F64)
     q0 = robot.random_q((3,), generator=gen(86))
     target = robot.fk(robot.random_q((3,), generator=gen(87)))
-    by_slice, by_index = Slots(robot, 5), Slots(robot, 5)
+    by_slice, by_index = open_store(robot, 5), open_store(robot, 5)
     by_slice.admit(slice(1, 4), target, q0, ONE_SEED, seed=4)
     by_index.admit(torch.arange(1, 4), target, q0, ONE_SEED, seed=4)
     BlockLauncher(by_slice)(8, 4)  # the first 4 slots only: slot 4 is empty
@@ -527,7 +536,7 @@ def test_random_starts_are_drawn_in_the_limits_from_the_restart_stream(dtype: to
     robot = ik_layer.load_robot(tiny_urdf, ee_frame="tool", dtype=dtype)
     n = 64
     target = robot.fk(robot.random_q((n,), generator=gen(70)))
-    drawn = Slots(robot, n)
+    drawn = open_store(robot, n)
     drawn.admit(torch.arange(n), target, None, SolveOptions(max_iterations=0), seed=5)  # no iteration: the start
     BlockLauncher(drawn)(4)
     assert drawn.status.tolist() == [EXHAUSTED] * n and drawn.random_start.tolist() == [2] * n
@@ -540,7 +549,7 @@ def test_random_starts_are_drawn_in_the_limits_from_the_restart_stream(dtype: to
     options = SolveOptions(max_iterations=150, num_seeds=1)
     runs = []
     for block in (1, 16):
-        slots = Slots(robot, n)
+        slots = open_store(robot, n)
         slots.admit(torch.arange(n), target, None, options, seed=5)
         launch = BlockLauncher(slots)
         launch(0)  # draws the starts; a later launch neither draws again nor reseeds the stream

@@ -15,7 +15,7 @@ import torch
 
 import ik_layer
 from ik_layer import SolveOptions
-from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, Slots
+from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, open_store
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.reach import reach
 from ik_layer.lie import pose_error
@@ -23,6 +23,8 @@ from ik_layer.solver import _MU_INIT, _LMState, _Problem
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN
+
+pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
 
 F64, F32 = torch.float64, torch.float32
 TALOS = "talos_data/robots/talos_reduced.urdf"
@@ -100,7 +102,7 @@ def test_one_iteration_matches_eager_step(name: str, dtype: torch.dtype, with_po
     problem = _Problem(robot, target, weights, options, posture, None)
     start = dataclasses.replace(_LMState.start(problem, rows, q0[:, None]), mu=mu[:, None])
     ref = start.step(problem, rows)
-    slots = Slots(robot, n)
+    slots = open_store(robot, n)
     slots.admit(rows, target, q0, options, weights=weights, posture=posture)
     slots.mu.copy_(mu)
     BlockLauncher(slots)(1)
@@ -130,7 +132,7 @@ def test_trajectories_without_restart_match_eager_solve(name: str) -> None:
     weights = default_weights(name, robot, n)
     options = SolveOptions()
     ref = ik_layer.solve(robot, target, options, warm_start=q0, weights=weights, num_seeds=1, reference=True)
-    slots = Slots(robot, n)
+    slots = open_store(robot, n)
     slots.admit(torch.arange(n), target, q0, options, weights=weights)
     launch = BlockLauncher(slots)
     while bool(slots.running().any()):

@@ -13,6 +13,8 @@ from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, SOLVED, Engine, solv
 from ik_layer.engine.reach import reach
 from ik_layer.lie import pose_error
 
+pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
+
 OPTIONS = ik_layer.SolveOptions(num_seeds=1, max_iterations=200)
 
 

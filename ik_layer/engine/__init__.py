@@ -3,7 +3,11 @@
 * :func:`~ik_layer.engine.kernel.lm_block_kernel`: the kernel; one launch advances every RUNNING
   slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.solver`);
   its joint sines and cosines come from :mod:`ik_layer.engine.trig`.
-* :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp.
+* :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp, and the host-side
+  writes and reads of it, the same for every store.
+* :mod:`~ik_layer.engine.store`: how the host reaches that memory, chosen once per engine: numpy views
+  (:class:`~ik_layer.engine.store.HostStore`, the CPU's default) or torch indexing
+  (:class:`~ik_layer.engine.store.TensorStore`, any device).
 * :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over one set of slots.
 * :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).
 * :func:`solve_with_kernel`: the engine's first client: admit every target, run until all retired.
@@ -18,6 +22,7 @@ from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_k
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
+from ik_layer.engine.store import STORES, HostStore, TensorStore, open_store
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
@@ -31,11 +36,15 @@ __all__ = [
     "ROW_STATUS",
     "RUNNING",
     "SOLVED",
+    "STORES",
     "BlockLauncher",
     "Engine",
+    "HostStore",
     "Request",
     "Slots",
+    "TensorStore",
     "lm_block_kernel",
+    "open_store",
     "solve_problem",
     "solve_with_kernel",
 ]
@@ -67,14 +76,16 @@ def solve_with_kernel(
     weights: Tensor | None = None,
     generator_seed: int = 0,
     block: int = 16,
+    store: str | None = None,
 ) -> IKResult:
     """Solve IK for a batch of targets on a fresh :class:`Engine` of ``block`` iterations per launch.
 
     Arguments as :func:`ik_layer.solve` (no posture); ``generator_seed`` seeds every random start and
-    restart (see :func:`solve_problem`). One host sync per block.
+    restart (see :func:`solve_problem`); ``store`` as :class:`Engine`'s. One host sync per block.
     """
     if not (isinstance(block, int) and block >= 1):
         raise IKLayerError(f"block must be an int >= 1, got {block!r}")
     problem = Problem.prepare(robot, target, options, warm_start, weights, None, None, {})
-    engine = Engine(robot, capacity=max(problem.target.shape[0] * problem.options.num_seeds, 1), block=block)
+    capacity = max(problem.target.shape[0] * problem.options.num_seeds, 1)
+    engine = Engine(robot, capacity=capacity, block=block, store=store)
     return solve_problem(engine, problem, generator_seed)

@@ -1,14 +1,15 @@
-"""The recorded launch of the LM block kernel over one set of slots, with the CPU path's argument struct bound once."""
+"""The recorded launch of the LM block kernel over one set of slots, with the host store's argument struct bound
+once."""
 
 from __future__ import annotations
 
 import ctypes
 
-import torch
 import warp as wp
 
 from ik_layer.engine.kernel import lm_block_kernel
 from ik_layer.engine.slots import Slots
+from ik_layer.engine.store import HostStore
 
 __all__ = ["BlockLauncher"]
 
@@ -18,7 +19,8 @@ class BlockLauncher:
 
     The arguments (the robot's chains and the slots' warp views) are bound once; each call
     replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
-    queued on torch's current stream; on the CPU warp runs it before returning).
+    queued on torch's current stream, as the store gives it; on the CPU warp runs it before returning).
+    Over a host store the launch skips warp's per-call argument packing (see :func:`_cpu_arguments`).
     """
 
     def __init__(self, slots: Slots) -> None:
@@ -30,7 +32,7 @@ class BlockLauncher:
         self._block_index = len(inputs) - 1
         self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
         self._rows = slots.capacity
-        self._cpu_args = _cpu_arguments(self._command) if self.device.is_cpu else None
+        self._cpu_args = _cpu_arguments(self._command) if isinstance(slots, HostStore) else None
 
     def __call__(self, block: int, rows: int | None = None) -> None:
         """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
@@ -51,10 +53,7 @@ class BlockLauncher:
             self._command.hooks.forward(ctypes.byref(self._command.bounds), ctypes.byref(self._cpu_args))
             return
         self._command.set_param_at_index(self._block_index, block)
-        stream = None
-        if self.device.is_cuda:
-            stream = wp.stream_from_torch(torch.cuda.current_stream(self.slots.device))
-        self._command.launch(stream=stream)
+        self._command.launch(stream=self.slots.stream())
 
 
 def _cpu_arguments(command: wp.Launch) -> object | None:

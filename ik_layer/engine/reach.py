@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ik_layer.engine.slots import Array
 from ik_layer.kinematics import Robot
 
 __all__ = ["Reach", "reach"]
@@ -48,27 +49,36 @@ class Reach:
         """Whether any frame's ``radius`` is finite (else no target is ruled out)."""
         return bool(np.isfinite(self.radius).any())
 
-    def beyond(
-        self, target: Tensor | np.ndarray, weights: Tensor | np.ndarray, position_tolerance: float
-    ) -> np.ndarray:
-        """(n,) bool: the targets (n, [F,] 4, 4) that no configuration meets within ``position_tolerance``.
+    def beyond(self, target: Array, weights: Array, position_tolerance: float) -> np.ndarray:
+        """(n,) bool on the host: the targets (n, [F,] 4, 4) that no configuration meets within ``position_tolerance``.
 
-        Distances are taken over the weighted position axes (``weights`` (n, [F,] 6)), as the solver measures errors.
-        ``target`` and ``weights`` are tensors or (on the CPU, cheaper) their numpy views.
+        Distances are taken over the weighted position axes (``weights`` (n, [F,] 6)), as the solver measures errors,
+        in float64, where the targets are (numpy arrays or tensors on any device: only the answer is copied).
         """
         n, frames = target.shape[0], len(self.radius)
         if not self.bounded:
             return np.zeros(n, dtype=bool)
-        offset = _numpy(target).reshape(n, frames, 4, 4)[..., :3, 3] - self.centre
-        offset *= _numpy(weights).reshape(n, frames, 6)[..., :3] > 0
+        position = _float64(target.reshape(n, frames, 4, 4)[..., :3, 3])
+        offset = (position - _like(self.centre, position)) * (weights.reshape(n, frames, 6)[..., :3] > 0)
+        distance = offset[..., 0] ** 2 + offset[..., 1] ** 2 + offset[..., 2] ** 2  # the same sum on every device
         limit = self.radius + self.rounding + position_tolerance
-        far = (offset * offset).sum(axis=-1) > limit * limit
+        far = _host(distance > _like(limit * limit, distance))
         return far[:, 0] if frames == 1 else far.any(axis=-1)
 
 
-def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
+def _float64(x: Array) -> Array:
+    """``x`` in float64, of its own kind."""
+    return x.double() if isinstance(x, Tensor) else x.astype(np.float64)
+
+
+def _like(values: np.ndarray, like: Array) -> Array:
+    """Host ``values`` of the kind of ``like``: as they are, or a tensor on its device."""
+    return torch.from_numpy(values).to(like.device) if isinstance(like, Tensor) else values
+
+
+def _host(x: Array) -> np.ndarray:
     """``x`` as a numpy array on the host."""
-    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+    return x.cpu().numpy() if isinstance(x, Tensor) else x
 
 
 def reach(robot: Robot) -> Reach:

@@ -33,7 +33,8 @@ from torch import Tensor
 from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
-from ik_layer.engine.slots import Slots
+from ik_layer.engine.slots import compact_index
+from ik_layer.engine.store import open_store
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
 from ik_layer.lie import pose_error
@@ -47,7 +48,6 @@ CANCELLED = 5  # retired because its request was cancelled
 ROW_STATUS = {SOLVED: "solved", EXHAUSTED: "exhausted", DEADLINE: "deadline", CANCELLED: "cancelled"}
 """Final status of a row, by code, as :attr:`Request.status` holds it."""
 
-Index = slice | Tensor  # rows or slots: a slice when they are consecutive (cheaper to copy), else an index tensor
 
 _ids = itertools.count()
 
@@ -94,25 +94,10 @@ class Request:
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
-        # On the CPU, numpy views of the tensors the scheduler reads and writes (far cheaper than torch indexing).
-        self.host: SimpleNamespace | None = None
-        if not self.target.is_cpu:
-            first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
-            self.q = first.detach().clone()
-            self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
-            return
-        start = None if self.start is None else self.start.detach().numpy()
-        q = start[:, 0].copy() if start is not None else np.repeat(initial.numpy()[None], n, axis=0)  # type: ignore[union-attr]
-        error = np.full((n, 2), np.inf, dtype=q.dtype)
-        self.q, self.error = torch.from_numpy(q), torch.from_numpy(error)
-        self.host = SimpleNamespace(
-            q=q,
-            error=error,
-            target=self.target.detach().numpy(),
-            weights=self.weights.detach().numpy(),
-            start=start,
-            posture=None if self.posture is None else self.posture.detach().numpy(),
-        )
+        first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
+        self.q = first.detach().clone()
+        self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
+        self.arrays = SimpleNamespace()  # the engine's store's views of the tensors above (set by Engine.submit)
 
     @property
     def rows(self) -> int:
@@ -139,33 +124,19 @@ class Request:
         short = min(self.options.restart_after, self.options.max_iterations)
         return np.where(self.unreachable[rows], short, self.options.max_iterations)
 
-    def seed_start(self, rows: Index, k: int) -> Tensor | None:
-        """Starts (len(rows), nq) of seed ``k`` of the targets ``rows`` when given, else None: the kernel draws
-        them uniform in the limits from the seeds' restart streams (a row's start does not depend on the others)."""
-        return self.start[rows, k] if k < self.given else None
-
     def result(self, batch: Sequence[int] | None = None) -> IKResult:
         """The answer, once :attr:`done` is set, each field of the targets' batch shape ``batch`` (default
         ``(n,)``); errors are measured at the best configurations, weighted axes."""
         if not self.done.is_set():
             raise IKLayerError(f"request {self.id} is not finished; wait on request.done")
         shape = (self.rows,) if batch is None else tuple(batch)
-        success = self.codes == SOLVED
-        if self.host is not None:  # numpy reshapes, one tensor view each
-            q, error = self.host.q, self.host.error
-            return IKResult(
-                q=torch.from_numpy(q.reshape(*shape, q.shape[-1])),
-                success=torch.from_numpy(success.reshape(shape)),
-                position_error=torch.from_numpy(error[:, 0].reshape(shape)),
-                orientation_error=torch.from_numpy(error[:, 1].reshape(shape)),
-                iterations=torch.from_numpy(self.used.reshape(shape)),
-            )
+        device = self.q.device
         return IKResult(
             q=self.q.reshape(*shape, self.q.shape[-1]),
-            success=torch.from_numpy(success.reshape(shape)).to(self.q.device),
+            success=torch.from_numpy((self.codes == SOLVED).reshape(shape)).to(device),
             position_error=self.error[:, 0].reshape(shape),
             orientation_error=self.error[:, 1].reshape(shape),
-            iterations=torch.from_numpy(self.used.reshape(shape)).to(self.q.device),
+            iterations=torch.from_numpy(self.used.reshape(shape)).to(device),
         )
 
     def finish(self, robot: Robot) -> None:
@@ -191,9 +162,12 @@ class Engine:
         robot: the robot (its dtype and device are the slots').
         capacity: slots (seeds in flight at once).
         block: iterations per launch; seeds are admitted and retired between blocks.
+        store: how the host reaches the slots (:mod:`ik_layer.engine.store`): ``"host"`` (numpy views, CPU
+            only) or ``"tensor"`` (torch indexing, any device); default ``"host"`` on the CPU, else ``"tensor"``.
+            Both give the same answers.
     """
 
-    def __init__(self, robot: Robot, capacity: int = 1024, block: int = 8) -> None:
+    def __init__(self, robot: Robot, capacity: int = 1024, block: int = 8, *, store: str | None = None) -> None:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         for name, value in (("capacity", capacity), ("block", block)):
@@ -201,9 +175,8 @@ class Engine:
                 raise IKLayerError(f"{name} must be a positive integer, got {value!r}")
         self.robot = robot
         self.block = block
-        self.slots = Slots(robot, capacity)
+        self.slots = open_store(robot, capacity, store)
         self._device = robot.device
-        self._on_host = self._device.type == "cpu"  # slots and requests written through numpy views
         self._launch = BlockLauncher(self.slots)
         self._reach = reach(robot)
         self._home = robot.neutral_q()
@@ -262,9 +235,13 @@ class Engine:
         elif start.dim() == 2:
             start = start[:, None]
         request = Request(target, start, weights, posture, options, seed, deadline, initial)
+        store = self.slots
+        for name in ("target", "start", "weights", "posture", "q", "error"):
+            tensor = getattr(request, name)
+            setattr(request.arrays, name, None if tensor is None else store.array(tensor))
         if give_up and n:
-            host = request.host or request  # numpy views on the CPU
-            request.unreachable = self._reach.beyond(host.target, host.weights, options.position_tolerance)
+            arrays = request.arrays
+            request.unreachable = self._reach.beyond(arrays.target, arrays.weights, options.position_tolerance)
         if n == 0:
             request.finish(self.robot)
             return request
@@ -339,31 +316,22 @@ class Engine:
         count = len(rows)
         if self._used == self._top:  # no free slot below the highest in use: the next ones
             slots = np.arange(self._top, self._top + count)
-            into: Index | np.ndarray = slice(self._top, self._top + count)
+            into: slice | np.ndarray = slice(self._top, self._top + count)
         else:
             slots = np.flatnonzero(self._is_free[: self._top + count])[:count]  # all free from _top on
-            into = _index(slots)
-        at = _index(rows)
+            into = compact_index(slots)
+        at = compact_index(rows)
         rng_offset = (rows * request.options.num_seeds + k).astype(np.int32)
-        host = request.host
-        if self._on_host and host is not None:  # numpy views: rows and slots as slices or int arrays
-            start = host.start[at, k] if k < request.given else None
-            posture = None if host.posture is None else host.posture[at]
-            self.slots.admit(
-                into, host.target[at], start, request.options, weights=host.weights[at], seed=request.seed,
-                rng_offset=rng_offset, posture=posture,
-            )  # fmt: skip
-        else:
-            at_d, into_d = _on_device(at, self._device), _on_device(into, self._device)
-            extra = {} if request.posture is None else {"posture": request.posture[at_d]}
-            self.slots.admit(
-                into_d, request.target[at_d], request.seed_start(at_d, k), request.options,
-                weights=request.weights[at_d], seed=request.seed, rng_offset=rng_offset, **extra,
-            )  # fmt: skip
+        arrays, of = request.arrays, self.slots.index(at)
+        self.slots.admit(
+            into, arrays.target[of], arrays.start[of, k] if k < request.given else None, request.options,
+            weights=arrays.weights[of], seed=request.seed, rng_offset=rng_offset,
+            posture=None if arrays.posture is None else arrays.posture[of],
+        )  # fmt: skip
         unreachable = request.unreachable[at]
         if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'
             left = (request.budget(rows) - offsets).astype(np.int32)
-            self.slots.set_budget(into, left if self._on_host else torch.from_numpy(left).to(self._device))
+            self.slots.set_budget(into, left)
         self._is_free[into] = False
         self._used += count
         self._top = max(self._top, int(slots[-1]) + 1)
@@ -395,7 +363,7 @@ class Engine:
         if not self._used:
             return
         top = self._top
-        status, iterations, age = self._host_state(top)
+        status, iterations, age, score = self.slots.read(top)
         now = time.monotonic()
         self._freed = []
         with self._lock:
@@ -414,7 +382,7 @@ class Engine:
                 self._ask_for_seeds(restarted & occupied & ~stopped, iterations)
             slots = np.flatnonzero(stopped)
             if slots.size:
-                scores = self._gather("best_score", slots).astype(np.float64, copy=False)
+                scores = score[slots].astype(np.float64, copy=False)
                 owners = owner[slots]
                 first = int(owners[0])
                 if len(owners) == 1 or bool((owners == first).all()):  # one request's slots (slice: no copies)
@@ -429,14 +397,6 @@ class Engine:
                 freed = np.concatenate(self._freed)
                 self.slots.retire(freed)
                 self._top = int(np.flatnonzero(~self._is_free[:top])[-1]) + 1 if self._used else 0
-
-    def _host_state(self, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Copies of the status, iterations and age of the slots below ``top`` (the one host sync of a step)."""
-        if self._on_host:
-            put = self.slots._fields
-            return put["status"][:top].copy(), put["iterations"][:top].copy(), put["age"][:top].copy()
-        fields = (self.slots.status, self.slots.iterations, self.slots.age)
-        return tuple(torch.stack([x[:top] for x in fields]).cpu().numpy())  # type: ignore[return-value]
 
     def _ask_for_seeds(self, restarted: np.ndarray, iterations: np.ndarray) -> None:
         """Queue one more seed for each target whose newest seed restarted and runs on (``restarted``, per slot
@@ -517,21 +477,8 @@ class Engine:
 
     def _take_best(self, request: Request, rows: np.ndarray, slots: np.ndarray) -> None:
         """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``."""
-        if len(rows) == 0:
-            return
-        if self._on_host and request.host is not None:
-            put = self.slots._fields
-            request.host.q[rows] = put["best_q"][slots]
-            request.host.error[rows] = put["best_error"][slots]
-            return
-        _copy_rows(request.q, rows, self.slots.best_q, slots)
-        _copy_rows(request.error, rows, self.slots.best_error, slots)
-
-    def _gather(self, name: str, index: np.ndarray) -> np.ndarray:
-        """The slots' field ``name`` at ``index``, on the host."""
-        if self._on_host:
-            return self.slots._fields[name][index]
-        return _gather(getattr(self.slots, name), index)
+        if len(rows):
+            self.slots.take_best(request.arrays.q, request.arrays.error, rows, slots)
 
     def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
         """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is
@@ -556,37 +503,6 @@ class Engine:
         self._is_free[slots] = True
         self._used -= len(slots)
         self._freed.append(slots)
-
-
-def _index(values: np.ndarray) -> Index | np.ndarray:
-    """Distinct ``values`` as a slice when they are consecutive (cheaper to copy), else as an int64 numpy array."""
-    if len(values) == 1:
-        return slice(int(values[0]), int(values[0]) + 1)
-    if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
-        return slice(int(values[0]), int(values[-1]) + 1)
-    return np.ascontiguousarray(values, dtype=np.int64)
-
-
-def _on_device(index: Index | np.ndarray, device: torch.device) -> Index:
-    """A host index (a slice or an int64 numpy array) as torch indexing on ``device`` takes it."""
-    return index if isinstance(index, slice) else torch.from_numpy(index).to(device)
-
-
-def _gather(x: Tensor, index: np.ndarray) -> np.ndarray:
-    """``x[index]`` on the host."""
-    if x.device.type == "cpu":
-        return x.numpy()[index]
-    return x[torch.from_numpy(index).to(x.device)].cpu().numpy()
-
-
-def _copy_rows(dst: Tensor, dst_rows: np.ndarray, src: Tensor, src_rows: np.ndarray) -> None:
-    """``dst[dst_rows] = src[src_rows]`` (rows of tensors on one device)."""
-    if len(dst_rows) == 0:
-        return
-    if dst.device.type == "cpu" and src.device.type == "cpu":
-        dst.detach().numpy()[dst_rows] = src.numpy()[src_rows]
-        return
-    dst[torch.from_numpy(dst_rows).to(dst.device)] = src[torch.from_numpy(src_rows).to(src.device)]
 
 
 def _most_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,22 @@
-"""Fixed-shape slot buffers of the LM engine: one row per problem, in torch tensors shared with warp.
+"""Fixed-shape slot buffers of the LM engine, and the host-side bookkeeping every store shares.
 
 A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets, posture) and state
 (q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
 allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
 made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows (no host sync; the
-kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties them; on the CPU both
-write through numpy views of the tensors (far cheaper per call than torch indexing).
+kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties them, :meth:`Slots.read`
+is a step's one wait for the device.
+
+How the host reaches that memory is a store's one job (:mod:`ik_layer.engine.store`): :class:`Slots` is
+abstract; its subclasses define :meth:`~Slots.array`, :meth:`~Slots.tensor`, :meth:`~Slots.stage` and
+:meth:`~Slots.read`, and every write here goes through them, so the same bookkeeping runs on every store.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 import torch
@@ -22,10 +28,22 @@ from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
 
-__all__ = ["Slots"]
+__all__ = ["Array", "Readout", "Slots", "compact_index"]
+
+Array: TypeAlias = "np.ndarray | Tensor"
+"""A store's view of slot or request memory: a numpy view (host store) or a tensor (tensor store)."""
 
 
-class Slots:
+class Readout(NamedTuple):
+    """Host copies of the slots' state below a step's top slot (:meth:`Slots.read`)."""
+
+    status: np.ndarray  # int32 codes
+    iterations: np.ndarray  # int32
+    age: np.ndarray  # int32 iterations since the slot's configuration (re)started
+    best_score: np.ndarray  # the rank of each slot's best configuration
+
+
+class Slots(ABC):
     """``capacity`` LM slots for ``robot`` (its dtype and device, fixed at creation).
 
     Attributes (torch tensors, first dimension ``capacity``; F end-effector frames, nq coordinates):
@@ -78,12 +96,12 @@ class Slots:
         self.mu = torch.full((n,), _MU_INIT, **real)
         self.best_q = torch.zeros(n, nq, **real)
         self.best_score = torch.full((n,), torch.inf, **real)
-        self.iterations = torch.zeros(n, **count)
-        self.status = torch.full((n,), EMPTY, **count)
+        self._counts = torch.zeros(3, n, **count)  # read back together each step (:meth:`read`)
+        self.status, self.iterations, self.age = self._counts
+        self.status.fill_(EMPTY)
         self.rng = torch.zeros(n, **count)
         self.rng_seed = torch.zeros(n, **count)
         self.check_cost = torch.full((n,), torch.inf, **real)
-        self.age = torch.zeros(n, **count)
         self.cost = torch.full((n,), torch.inf, **real)
         self.best_error = torch.full((n, 2), torch.inf, **real)
 
@@ -113,51 +131,81 @@ class Slots:
         self.chain = Chain()  # the kernel's struct of warp views of those tensors, bound once
         for name, tensor in self._chain.items():
             setattr(self.chain, name, wp.from_torch(tensor, dtype=Chain.vars[name].type.dtype))
-        state = [
-            (self.target_rot, mat33),
-            (self.target_pos, vec3),
-            (self.weights, vec6),
-            (self.tolerance, vec2),
-            (self.budget, wp.int32),
-            (self.restart_after, wp.int32),
-            (self.check_every, wp.int32),
-            (self.posture, f),
-            (self.has_posture, wp.int32),
-            (self.random_start, wp.int32),
-            (self.q, f),
-            (self.mu, f),
-            (self.best_q, f),
-            (self.best_score, f),
-            (self.iterations, wp.int32),
-            (self.status, wp.int32),
-            (self.rng, wp.uint32),
-            (self.rng_seed, wp.int32),
-            (self.check_cost, f),
-            (self.age, wp.int32),
-            (self.cost, f),
-            (self.best_error, vec2),
-        ]
-        self._state_views = [wp.from_torch(t, dtype=d) for t, d in state]
-        # What admit and retire write to: numpy views of the same memory on the CPU, else the tensors.
-        self._fields = {name: value for name, value in vars(self).items() if isinstance(value, Tensor)}
-        if self.device.type == "cpu":
-            self._fields = {name: t.numpy() for name, t in self._fields.items()}
+        self.state = {  # the kernel's problem and state arguments, in its order, with their warp types
+            "target_rot": mat33,
+            "target_pos": vec3,
+            "weights": vec6,
+            "tolerance": vec2,
+            "budget": wp.int32,
+            "restart_after": wp.int32,
+            "check_every": wp.int32,
+            "posture": f,
+            "has_posture": wp.int32,
+            "random_start": wp.int32,
+            "q": f,
+            "mu": f,
+            "best_q": f,
+            "best_score": f,
+            "iterations": wp.int32,
+            "status": wp.int32,
+            "rng": wp.uint32,
+            "rng_seed": wp.int32,
+            "check_cost": f,
+            "age": wp.int32,
+            "cost": f,
+            "best_error": vec2,
+        }
+        self._state_views = [wp.from_torch(getattr(self, name), dtype=kind) for name, kind in self.state.items()]
+        # How the host reaches the slots: this store's arrays of the same memory (numpy views or the tensors).
+        self.fields: dict[str, Array] = {name: self.array(getattr(self, name)) for name in self.state}
+
+    # ------------------------------------------------------------------------ what each store defines
+
+    @abstractmethod
+    def array(self, x: Tensor) -> Array:
+        """A tensor on the slots' device as this store's arrays (the same memory)."""
+
+    @abstractmethod
+    def tensor(self, x: Array) -> Tensor:
+        """One of this store's arrays as a tensor (the same memory)."""
+
+    @abstractmethod
+    def stage(self, values: np.ndarray) -> Array:
+        """Host ``values`` for writes into the slots before the next :meth:`read` (they may share a buffer)."""
+
+    @abstractmethod
+    def read(self, top: int) -> Readout:
+        """Host copies of the state of the slots below ``top``: the step's one wait for the device."""
+
+    def stream(self) -> wp.Stream | None:
+        """The warp stream launches go on (None: warp's default for the device)."""
+        return None
+
+    # ------------------------------------------------------------------------ the same for every store
 
     def state_arrays(self) -> list[wp.array]:
         """Warp views of the slots' problem and state, in the kernel's argument order."""
         return list(self._state_views)
 
+    def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | Array:
+        """Slots (or rows) as this store's arrays take them: a slice as is, else a flat int64 index."""
+        if isinstance(index, slice):
+            return index
+        if isinstance(index, Tensor):
+            return self.array(index.to(self.device, torch.int64).reshape(-1))
+        return self.stage(np.asarray(index, dtype=np.int64).reshape(-1))
+
     def admit(
         self,
-        index: Tensor | Sequence[int] | slice,
-        target: Tensor,
-        q: Tensor | None,
+        index: Tensor | np.ndarray | Sequence[int] | slice,
+        target: Array,
+        q: Array | None,
         options: SolveOptions,
         *,
-        weights: Tensor | None = None,
+        weights: Array | None = None,
         seed: int = 0,
-        rng_offset: Tensor | np.ndarray | None = None,
-        posture: Tensor | None = None,
+        rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
+        posture: Array | None = None,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
@@ -166,22 +214,20 @@ class Slots:
         ``q`` None: each slot's start is drawn by the kernel at its first launch, uniform in the limits (as
         :meth:`Robot.random_q`), from the slot's restart stream (so it depends only on ``seed`` and the offset).
 
-        ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Budgets and tolerances come
-        from ``options``; ``weights`` (k, [F,] 6) default to ones; ``posture`` (k, nq), if given, is pulled
-        towards in the null space and preferred among successes (None: no posture for these slots). The
-        slots' restart RNG streams are ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot
-        indices. Values are not validated (no host sync): check them first, as :func:`ik_layer.solve` does.
+        ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Arrays are tensors on the slots'
+        device or this store's arrays. Budgets and tolerances come from ``options``; ``weights`` (k, [F,] 6)
+        default to ones; ``posture`` (k, nq), if given, is pulled towards in the null space and preferred among
+        successes (None: no posture for these slots). The slots' restart RNG streams are
+        ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot indices. Values are not validated
+        (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
-        idx = self._ints(index)
-        put, value = self._fields, self._value
-        if rng_offset is not None:  # as given on the CPU (int32 into int32, no copy to int64 and back)
-            rng = value(rng_offset) if self.device.type == "cpu" else self._ints(rng_offset)
-        elif isinstance(idx, slice):  # the slot indices
-            bounds = idx.indices(self.capacity)
-            rng = np.arange(*bounds) if self.device.type == "cpu" else torch.arange(*bounds, device=self.device)
-        else:
-            rng = idx
-        frames = self.layout.frames
+        idx = self.index(index)
+        if rng_offset is None:
+            rng_offset = np.arange(*index.indices(self.capacity)) if isinstance(index, slice) else index
+        if isinstance(rng_offset, Tensor):
+            rng_offset = rng_offset.cpu()
+        rng = self.stage(np.asarray(rng_offset, dtype=np.int32).reshape(-1))  # int32, as the slots hold it
+        put, value, frames = self.fields, self._value, self.layout.frames
         target = value(target).reshape(-1, frames, 4, 4)
         put["target_rot"][idx] = target[:, :, :3, :3]
         put["target_pos"][idx] = target[:, :, :3, 3]
@@ -205,30 +251,34 @@ class Slots:
         put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
         put["status"][idx] = RUNNING
 
-    def set_budget(self, index: Tensor | Sequence[int] | slice, budget: Tensor | np.ndarray) -> None:
-        """Set the iteration budgets (k,) int32 of the slots ``index`` (after :meth:`admit`)."""
-        self._fields["budget"][self._ints(index)] = self._value(budget)
+    def set_budget(self, index: np.ndarray | Sequence[int] | slice, budget: np.ndarray) -> None:
+        """Set the iteration budgets (k,) of the slots ``index`` (after :meth:`admit`)."""
+        self.fields["budget"][self.index(index)] = self.stage(np.asarray(budget, dtype=np.int32))
 
-    def retire(self, index: Tensor | np.ndarray | Sequence[int]) -> None:
+    def retire(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> None:
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
-        self._fields["status"][self._ints(index)] = EMPTY
+        self.fields["status"][self.index(index)] = EMPTY
 
-    def _ints(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | Tensor | np.ndarray:
-        """Slots (or other integers) as :attr:`_fields` take them: a slice as is, else a flat int64 numpy array
-        (CPU) or tensor."""
-        if isinstance(index, slice):
-            return index
-        if self.device.type == "cpu":
-            return np.asarray(index, dtype=np.int64).reshape(-1)
-        return torch.as_tensor(index, dtype=torch.long, device=self.device).reshape(-1)
+    def take_best(self, q: Array, error: Array, rows: np.ndarray, slots: np.ndarray) -> None:
+        """``q[rows]`` and ``error[rows]`` (a request's arrays) from the best configurations and errors of
+        ``slots``."""
+        at, of = self.index(compact_index(rows)), self.index(compact_index(slots))
+        q[at] = self.fields["best_q"][of]
+        error[at] = self.fields["best_error"][of]
 
-    def _value(self, x: Tensor | np.ndarray) -> Tensor | np.ndarray:
-        """Tensor ``x`` as :attr:`_fields` take it: its numpy view on the CPU, else itself (numpy arrays, on the
-        CPU, as they are)."""
-        if isinstance(x, np.ndarray) or self.device.type != "cpu":
-            return x
-        return x.detach().numpy()
+    def _value(self, x: Tensor | Array) -> Array:
+        """A tensor or one of this store's arrays, as this store's array."""
+        return self.array(x) if isinstance(x, Tensor) else x
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
         return self.status == RUNNING
+
+
+def compact_index(values: np.ndarray) -> slice | np.ndarray:
+    """Distinct ``values`` as a slice when they are consecutive (cheaper to copy), else as an int64 numpy array."""
+    if len(values) == 1:
+        return slice(int(values[0]), int(values[0]) + 1)
+    if len(values) and values[-1] - values[0] == len(values) - 1 and bool((np.diff(values) == 1).all()):
+        return slice(int(values[0]), int(values[-1]) + 1)
+    return np.ascontiguousarray(values, dtype=np.int64)

@@ -1,0 +1,125 @@
+"""The engine's stores: how the host reaches the slots' memory, one class per kind, chosen once per engine.
+
+Every piece of the engine's host-side bookkeeping (admitting targets into slots, retiring them, taking
+answers out, reading the step's state) is written once, in :class:`~ik_layer.engine.slots.Slots` and the
+scheduler, over a store's arrays; a store defines only how arrays are reached:
+
+* :class:`HostStore` (``"host"``, CPU tensors only): numpy views of the tensors' memory, far cheaper per
+  call than torch indexing. The default on the CPU.
+* :class:`TensorStore` (``"tensor"``, any device): torch indexing of the tensors. Host indices and values
+  reach the device through one staging buffer (pinned on CUDA) by asynchronous copies, recycled after
+  the step's one read, which brings the slots' state back in one copy. The default off the CPU; on
+  the CPU in CI, so that no branch of it hides behind a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import warp as wp
+from torch import Tensor
+
+from ik_layer.engine.slots import Array, Readout, Slots
+from ik_layer.exceptions import IKLayerError
+from ik_layer.kinematics import Robot
+
+__all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store"]
+
+_ALIGN = 8  # bytes: every staged array starts at a multiple of the widest element
+
+
+class HostStore(Slots):
+    """Slots of a CPU robot, reached through numpy views of their tensors."""
+
+    kind = "host"
+
+    def __init__(self, robot: Robot, capacity: int) -> None:
+        if robot.device.type != "cpu":
+            raise IKLayerError(f"store 'host' needs a robot on the CPU, got one on {robot.device}; use 'tensor'")
+        super().__init__(robot, capacity)
+
+    def array(self, x: Tensor) -> np.ndarray:
+        return x.detach().numpy()
+
+    def tensor(self, x: Array) -> Tensor:
+        return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+
+    def stage(self, values: np.ndarray) -> np.ndarray:
+        return values
+
+    def read(self, top: int) -> Readout:
+        status, iterations, age = self._counts.numpy()[:, :top].copy()
+        return Readout(status, iterations, age, self.fields["best_score"][:top].copy())
+
+
+class TensorStore(Slots):
+    """Slots of a robot on any device, reached through torch indexing of their tensors."""
+
+    kind = "tensor"
+
+    def __init__(self, robot: Robot, capacity: int) -> None:
+        super().__init__(robot, capacity)
+        self._pinned = self.device.type == "cuda"  # page-locked host memory: copies that do not wait
+        self._staging = self._host_buffer(4096)
+        self._staged = 0  # bytes of the staging buffer in use since the last read
+        self._retired: list[Tensor] = []  # outgrown staging buffers, kept until the copies from them are done
+        self._readback = self._host_buffer(0).view(torch.int32)
+        self._score_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
+
+    def array(self, x: Tensor) -> Tensor:
+        return x
+
+    def tensor(self, x: Array) -> Tensor:
+        return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
+
+    def stage(self, values: np.ndarray) -> Tensor:
+        """``values`` on the device, copied asynchronously from the staging buffer (valid until the next read)."""
+        values = np.ascontiguousarray(values)
+        size = values.nbytes
+        start = -(-self._staged // _ALIGN) * _ALIGN
+        if start + size > len(self._staging):  # outgrown: a larger buffer; the old one lives until the next read
+            self._retired.append(self._staging)
+            self._staging = self._host_buffer(max(2 * len(self._staging), size))
+            start = 0
+        self._staged = start + size
+        host = self._staging[start : start + size].view(torch.from_numpy(values[:0]).dtype)
+        host.copy_(torch.from_numpy(values))
+        return host.to(self.device, non_blocking=True)
+
+    def read(self, top: int) -> Readout:
+        bits = torch.cat((self._counts[:, :top].reshape(-1), self.best_score[:top].view(torch.int32)))
+        if len(self._readback) < bits.numel():
+            self._readback = self._host_buffer(4 * max(bits.numel(), 2 * len(self._readback))).view(torch.int32)
+        host = self._readback[: bits.numel()]
+        host.copy_(bits)  # waits for the device: every copy staged before has landed too
+        self._staged, self._retired = 0, []
+        packed = host.numpy().copy()
+        status, iterations, age = packed[: 3 * top].reshape(3, top)
+        return Readout(status, iterations, age, packed[3 * top :].view(self._score_dtype))
+
+    def stream(self) -> wp.Stream | None:
+        if self.device.type != "cuda":
+            return None
+        return wp.stream_from_torch(torch.cuda.current_stream(self.device))
+
+    def _host_buffer(self, size: int) -> Tensor:
+        """``size`` bytes of host memory (page-locked on CUDA)."""
+        return torch.empty(size, dtype=torch.uint8, pin_memory=self._pinned)
+
+
+STORES: dict[str, type[Slots]] = {"host": HostStore, "tensor": TensorStore}
+"""The stores by name."""
+
+
+def default_store(device: torch.device) -> str:
+    """The store an engine on ``device`` takes unless told: "host" on the CPU, else "tensor"."""
+    return "host" if device.type == "cpu" else "tensor"
+
+
+def open_store(robot: Robot, capacity: int, store: str | None = None) -> Slots:
+    """``capacity`` slots for ``robot`` in the store named ``store`` (default: :func:`default_store`)."""
+    if store is None:
+        store = default_store(robot.device)
+    if store not in STORES:
+        raise IKLayerError(f"store must be one of {sorted(STORES)}, got {store!r}")
+    return STORES[store](robot, capacity)
