@@ -97,7 +97,7 @@ class Request:
         first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
-        self.arrays = SimpleNamespace()  # the engine's store's views of the tensors above (set by Engine.submit)
+        self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)
 
     @property
     def rows(self) -> int:
@@ -130,13 +130,13 @@ class Request:
         if not self.done.is_set():
             raise IKLayerError(f"request {self.id} is not finished; wait on request.done")
         shape = (self.rows,) if batch is None else tuple(batch)
-        device = self.q.device
+        a, tensor = self.arrays, self.arrays.tensor  # reshaped as the store's arrays (numpy views: far cheaper)
         return IKResult(
-            q=self.q.reshape(*shape, self.q.shape[-1]),
-            success=torch.from_numpy((self.codes == SOLVED).reshape(shape)).to(device),
-            position_error=self.error[:, 0].reshape(shape),
-            orientation_error=self.error[:, 1].reshape(shape),
-            iterations=torch.from_numpy(self.used.reshape(shape)).to(device),
+            q=tensor(a.q.reshape(*shape, a.q.shape[-1])),
+            success=tensor((self.codes == SOLVED).reshape(shape)),
+            position_error=tensor(a.error[:, 0].reshape(shape)),
+            orientation_error=tensor(a.error[:, 1].reshape(shape)),
+            iterations=tensor(self.used.reshape(shape)),
         )
 
     def finish(self, robot: Robot) -> None:
@@ -239,6 +239,7 @@ class Engine:
         for name in ("target", "start", "weights", "posture", "q", "error"):
             tensor = getattr(request, name)
             setattr(request.arrays, name, None if tensor is None else store.array(tensor))
+        request.arrays.tensor = store.tensor
         if give_up and n:
             arrays = request.arrays
             request.unreachable = self._reach.beyond(arrays.target, arrays.weights, options.position_tolerance)
