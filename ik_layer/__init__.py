@@ -106,10 +106,10 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in _SOLVER_IMPORTS:
             raise
+        missing = "this is the client-only install" if err.name == module else f"{err.name!r} is not installed"
         raise ImportError(
-            f"ik_layer.{name} needs the full ik-layer package (torch, Pinocchio, warp); {err.name!r} is not installed "
-            "(a client-only install has ik_layer.client alone): install ik-layer from its repository "
-            "(pip install -e . in a checkout, or pip install 'ik-layer @ git+<repository URL>')",
+            f"ik_layer.{name} needs the full ik-layer package (torch, Pinocchio, warp) and {missing}: install "
+            "ik-layer from its repository (pip install -e . in a checkout, or 'ik-layer @ git+<repository URL>')",
             name=err.name,
         ) from err
     globals()[name] = value
