@@ -16,7 +16,7 @@ import numpy as np
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 
-__all__ = ["as_checked", "check_rigid", "matrix_to_pose", "pose_to_matrix"]
+__all__ = ["as_checked", "check_rigid", "matrix_to_pose", "pose_to_matrix", "rotation_entries"]
 
 MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.lie's)
 
@@ -99,19 +99,27 @@ def pose_to_matrix(pose: np.ndarray, name: str = "pose") -> np.ndarray:
 
     The quaternion is normalised; a zero one raises :class:`~ik_layer.exceptions.NonFiniteError` naming ``name``.
     """
-    x, y, z, w = np.moveaxis(_unit_quaternion(pose[..., 3:], f"{name} quaternion"), -1, 0)
+    entries = rotation_entries(*np.moveaxis(_unit_quaternion(pose[..., 3:], f"{name} quaternion"), -1, 0))
+    t = np.zeros((*pose.shape[:-1], 4, 4))
+    t[..., :3, :3] = np.stack(entries, axis=-1).reshape(*pose.shape[:-1], 3, 3)
+    t[..., :3, 3] = pose[..., :3]
+    t[..., 3, 3] = 1.0
+    return t
+
+
+def rotation_entries(x: Any, y: Any, z: Any, w: Any) -> tuple[Any, ...]:
+    """The 9 entries, row by row, of the rotation matrix of unit quaternions with components ``x, y, z, w``.
+
+    Arithmetic only, so the components are numpy arrays or torch tensors alike (:mod:`ik_layer.lie` stacks
+    them into tensors, :func:`pose_to_matrix` into arrays).
+    """
     xx, yy, zz = x * x, y * y, z * z
     xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    rows = (
+    return (
         1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
         2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
         2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
     )  # fmt: skip
-    t = np.zeros((*pose.shape[:-1], 4, 4))
-    t[..., :3, :3] = np.stack(rows, axis=-1).reshape(*pose.shape[:-1], 3, 3)
-    t[..., :3, 3] = pose[..., :3]
-    t[..., 3, 3] = 1.0
-    return t
 
 
 def _unit_quaternion(q: np.ndarray, name: str) -> np.ndarray:

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.exceptions import DeviceError, DTypeError, NonFiniteError, ShapeError
-from ik_layer.host import MIN_QUATERNION_NORM, check_rigid
+from ik_layer.host import MIN_QUATERNION_NORM, check_rigid, rotation_entries
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
@@ -126,15 +126,7 @@ def quaternion_to_matrix(q: Tensor) -> Tensor:
 
 def _unit_quaternion_to_matrix(q: Tensor) -> Tensor:
     """Rotation matrix of a unit quaternion (x, y, z, w), unchecked: (..., 4) -> (..., 3, 3)."""
-    x, y, z, w = q.unbind(-1)
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    rows = (
-        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
-        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
-        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
-    )  # fmt: skip
-    return torch.stack(rows, dim=-1).unflatten(-1, (3, 3))
+    return torch.stack(rotation_entries(*q.unbind(-1)), dim=-1).unflatten(-1, (3, 3))
 
 
 def matrix_to_quaternion(r: Tensor) -> Tensor:
