@@ -2,36 +2,47 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TORCH_CPU := torch==2.13.0
+TORCH := torch==2.13.0
+# The CPU build of torch (PyPI's Linux x86_64 wheel is the CUDA build: about 20 nvidia-* wheels, several GB).
+# When this index cannot be reached, torch comes from pip's configured index instead, with a warning.
+# For the CUDA build: make TORCH_INDEX=https://download.pytorch.org/whl/cu130 serve
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install serve test lint format bench docker-check gpu-bench
 
-$(VENV)/.installed: pyproject.toml
+# torch first, from TORCH_INDEX; each extra then installs the project into the same venv.
+$(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH_CPU)
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q --retries 1 --timeout 30 --index-url $(TORCH_INDEX) $(TORCH) || { \
+	  echo "make: $(TORCH_INDEX) unreachable: $(TORCH) from pip's configured index (on PyPI, Linux x86_64: the CUDA build)" >&2; \
+	  $(PY) -m pip install -q $(TORCH); }
 	touch $@
 
-install: $(VENV)/.installed
+$(VENV)/.installed-%: pyproject.toml $(VENV)/.torch
+	$(PY) -m pip install -q -e '.[$*]'
+	touch $@
 
-serve: install
+# Everything for development: the test suite and the benchmarks' peers.
+install: $(VENV)/.installed-test $(VENV)/.installed-bench
+
+serve: $(VENV)/.installed-server
 	$(PY) -m ik_layer.server
 
 # One torch thread per process: the suite runs servers and solvers side by side on small machines.
-test: install
+test: $(VENV)/.installed-test
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 # ruff (configured in pyproject.toml): lint and formatting; CI fails on either.
-lint: install
+lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: install
+format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: install
+bench: $(VENV)/.installed-bench
 	$(PY) bench/report.py
 
 # The Dockerfile's install step on the CPU, plus hadolint and a serve/health/IK round trip (CI runs it).

@@ -1,27 +1,68 @@
-"""ik-layer: differentiable batched inverse kinematics for PyTorch."""
+"""ik-layer: differentiable batched inverse kinematics for PyTorch.
 
-from ik_layer.engine import Engine
-from ik_layer.exceptions import (
-    CLIError,
-    DeviceError,
-    DTypeError,
-    FrameNotFound,
-    IKLayerError,
-    InputFileError,
-    JointNotFound,
-    NonFiniteError,
-    RobotNotFound,
-    ShapeError,
-    UnsupportedModelError,
-)
-from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
-from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
-from ik_layer.kinematics import Robot, load_robot
-from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
-from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
-from ik_layer.robots import builtin_robots
-from ik_layer.solver import IKResult
-from ik_layer.solving import solve
+The public names load on first use (PEP 562): ``import ik_layer`` and ``import ik_layer.client`` import
+neither torch nor Pinocchio nor warp; ``ik_layer.solve`` (or ``from ik_layer import solve``) imports the
+solver. In a client-only install (the ``ik-layer-client`` distribution) the solver's names raise an
+ImportError that says how to install the full package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
+    from ik_layer.exceptions import (
+        CLIError,
+        DeviceError,
+        DTypeError,
+        FrameNotFound,
+        IKLayerError,
+        InputFileError,
+        JointNotFound,
+        NonFiniteError,
+        RobotNotFound,
+        ShapeError,
+        UnsupportedModelError,
+    )
+    from ik_layer.engine import Engine
+    from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
+    from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
+    from ik_layer.kinematics import Robot, load_robot
+    from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
+    from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
+    from ik_layer.robots import builtin_robots
+    from ik_layer.solver import IKResult
+    from ik_layer.solving import solve
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it defines (tests: the same as __all__)
+    "ik_layer.exceptions": (
+        "CLIError",
+        "DTypeError",
+        "DeviceError",
+        "FrameNotFound",
+        "IKLayerError",
+        "InputFileError",
+        "JointNotFound",
+        "NonFiniteError",
+        "RobotNotFound",
+        "ShapeError",
+        "UnsupportedModelError",
+    ),
+    "ik_layer.engine": ("Engine",),
+    "ik_layer.implicit": ("damped_pseudo_inverse", "implicit_inverse", "implicit_root"),
+    "ik_layer.jacobian": ("batch_jacobian", "jacobian_rules", "register_jacobian", "sequential_jacobian"),
+    "ik_layer.kinematics": ("Robot", "load_robot"),
+    "ik_layer.layer": ("IKLayer", "ik", "ik_solve", "target_gradient"),
+    "ik_layer.options": ("OPTION_SPECS", "OptionSpec", "SolveOptions"),
+    "ik_layer.robots": ("builtin_robots",),
+    "ik_layer.solver": ("IKResult",),
+    "ik_layer.solving": ("solve",),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+_SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
 
 __all__ = [
     "CLIError",
@@ -56,3 +97,27 @@ __all__ = [
     "solve",
     "target_gradient",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import public name ``name`` from its module on first use (then it is a plain module attribute)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ik_layer' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] not in _SOLVER_IMPORTS:
+            raise
+        missing = "this is the client-only install" if err.name == module else f"{err.name!r} is not installed"
+        raise ImportError(
+            f"ik_layer.{name} needs the full ik-layer package (torch, Pinocchio, warp) and {missing}: install "
+            "ik-layer from its repository (pip install -e . in a checkout, or 'ik-layer @ git+<repository URL>')",
+            name=err.name,
+        ) from err
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

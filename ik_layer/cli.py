@@ -397,7 +397,7 @@ def run_serve(args: argparse.Namespace) -> int:
     The service runs in a child process, so the library never imports the server.
     """
     if importlib.util.find_spec("fastapi") is None:
-        raise CLIError("the HTTP service needs the server extra: pip install 'ik-layer[server]'")
+        raise CLIError("the HTTP service needs the server extra: pip install -e '.[server]' in a checkout of ik-layer")
     return _run_child([sys.executable, "-m", "ik_layer.server", *args.passed_on])
 
 
@@ -414,7 +414,7 @@ def run_bench(args: argparse.Namespace) -> int:
 def run_view(args: argparse.Namespace) -> int:
     """Serve the viewer of ``args.robot`` until Ctrl-C (needs the ``view`` extra)."""
     if importlib.util.find_spec("viser") is None:
-        raise CLIError("the viewer needs the view extra: pip install 'ik-layer[view]'")
+        raise CLIError("the viewer needs the view extra: pip install -e '.[view]' in a checkout of ik-layer")
     from ik_layer.viewer import Viewer
 
     viewer = Viewer(

@@ -11,7 +11,10 @@ frames, in the order of its ``ee_frames``), splits a batch larger than the serve
 into several requests (the limit is read from the server's 413 answer once, then remembered), retries
 503 answers as ``Retry-After`` says (a bounded number of times and seconds), and raises the library's
 exception classes for refused requests. Results have the shapes :func:`ik_layer.solve` and
-:meth:`ik_layer.Robot.fk` give for the same robot. Needs ``pip install 'ik-layer[client]'`` (httpx).
+:meth:`ik_layer.Robot.fk` give for the same robot: torch tensors for tensor input, numpy arrays otherwise.
+
+It needs numpy and httpx only: the ``ik-layer-client`` distribution (``pip install ./client`` in a checkout)
+installs this module without torch, Pinocchio or warp.
 
 Example::
 
@@ -28,25 +31,31 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import math
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, RobotNotFound, ShapeError
-from ik_layer.lie import as_transform, matrix_to_quaternion, pose_to_matrix
+from ik_layer.host import as_checked, matrix_to_pose, pose_to_matrix
 from ik_layer.options import OPTION_SPECS, SolveOptions
-from ik_layer.solver import IKResult
 
 try:
     import httpx
 except ImportError as err:  # pragma: no cover - depends on the install
-    raise ImportError("the client needs httpx: pip install 'ik-layer[client]'") from err
+    raise ImportError("the client needs httpx (the client extra, or pip install httpx)") from err
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ik_layer.solver import IKResult
+
+    ArrayLike = Tensor | np.ndarray | Sequence[Any]
+    Array = Tensor | np.ndarray  # a result: a tensor for tensor input (unless numpy=True), else a numpy array
 
 __all__ = [
     "AsyncClient",
@@ -62,7 +71,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-ArrayLike = Tensor | np.ndarray | Sequence[Any]
 
 _HTTP_MARGIN = 10.0  # [s] added to a solve's time limit for the HTTP read timeout
 
@@ -78,7 +86,7 @@ class RobotInfo:
         name: the robot's name in URLs.
         dof: degrees of freedom: rows of a gradient (6 + joints with a floating base, else the joints).
         joint_names: the joints, in the order of ``q`` (after the base pose with a floating base).
-        lower, upper: (joints,) float64 joint limits [rad or m].
+        lower, upper: (joints,) float64 numpy arrays, the joint limits [rad or m].
         ee_frame: the end-effector frame the targets are for (the first of ``ee_frames``).
         nq: values in a configuration ``q``: the base pose ``[x, y, z, qx, qy, qz, qw]`` first with a floating
             base, then the joints.
@@ -91,8 +99,8 @@ class RobotInfo:
     name: str
     dof: int
     joint_names: tuple[str, ...]
-    lower: Tensor
-    upper: Tensor
+    lower: np.ndarray
+    upper: np.ndarray
     ee_frame: str
     nq: int
     ee_frames: tuple[str, ...]
@@ -110,24 +118,36 @@ class RobotInfo:
         return (4, 4) if self.frames == 1 else (self.frames, 4, 4)
 
 
-@dataclass(frozen=True, kw_only=True)
-class RemoteIKResult(IKResult):
-    """An :class:`ik_layer.IKResult` answered by the service, with what only the service reports.
+@dataclass(frozen=True)
+class RemoteIKResult:
+    """The fields of an :class:`ik_layer.IKResult`, answered by the service, with what only the service reports.
 
-    Fields have the targets' batch shape ``(...)``; float64 / bool / int64 CPU tensors, or numpy arrays when
-    the call asked for ``numpy=True``.
+    Fields have the targets' batch shape ``(...)``: float64 / bool / int64 CPU tensors for tensor targets,
+    numpy arrays for other targets or when the call asked for ``numpy=True``.
 
     Attributes:
+        q: (..., nq) best configuration found (a floating base's pose first).
+        success: (...) bool, both errors within their tolerances.
+        position_error: (...) [m] the position error.
+        orientation_error: (...) [rad] the orientation error.
+        iterations: (...) int64, iterations until success (the budget used if it failed).
         status: (...) str array, why each row stopped: ``solved``, ``exhausted``, ``deadline`` or ``cancelled``.
         gradient: (..., dof, 6) dq/d(target twist) when asked for (``gradient=True``), else None; (..., dof, F, 6)
             for a robot with F end-effector frames, as :func:`ik_layer.target_gradient`.
     """
 
+    q: Array
+    success: Array
+    position_error: Array
+    orientation_error: Array
+    iterations: Array
     status: np.ndarray
-    gradient: Tensor | np.ndarray | None = None
+    gradient: Array | None = None
 
     def result(self) -> IKResult:
-        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations)."""
+        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations); needs the full ik-layer package."""
+        from ik_layer import IKResult  # torch and the solver: not part of a client-only install
+
         return IKResult(self.q, self.success, self.position_error, self.orientation_error, self.iterations)
 
 
@@ -243,11 +263,11 @@ class _Core:
         self._robots = robots
         return robots
 
-    def fk_flow(self, robot: str, q: ArrayLike, pose: bool) -> Flow[Tensor]:
-        q = _as_float64(q, "q")
-        if q.dim() == 0:
+    def fk_flow(self, robot: str, q_given: ArrayLike, pose: bool, numpy: bool) -> Flow[Array]:
+        q = _as_float64(q_given, "q")
+        if q.ndim == 0:
             raise ShapeError("q must have shape (..., nq), got a scalar")
-        if not torch.isfinite(q).all():
+        if not np.isfinite(q).all():
             raise NonFiniteError("q holds NaN or infinite values")
         batch, nq = q.shape[:-1], q.shape[-1]
         rows = q.reshape(-1, nq).tolist()
@@ -259,10 +279,11 @@ class _Core:
             frames = info.ee_frames if info.frames > 1 else ()
         try:
             values = [_pose_values(p, frames) for p in answers]
-            poses = torch.tensor(values, dtype=torch.float64).reshape(*batch, *((len(frames),) if frames else ()), 7)
-        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            poses = np.array(values, dtype=np.float64).reshape(*batch, *((len(frames),) if frames else ()), 7)
+            answer = poses if pose else pose_to_matrix(poses)
+        except (KeyError, TypeError, ValueError, NonFiniteError) as err:
             raise ServiceError(f"unreadable FK answer: {err!r}", 200) from None
-        return poses if pose else pose_to_matrix(poses)
+        return _as_given(answer, like=q_given, numpy=numpy)
 
     def solve_flow(
         self,
@@ -276,7 +297,7 @@ class _Core:
         numpy: bool,
         option_changes: dict[str, Any],
     ) -> Flow[RemoteIKResult]:
-        checked = _checked_targets(targets)
+        checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
         info = yield from self._info(robot)
         poses, batch = _target_poses(checked, info)
@@ -294,7 +315,7 @@ class _Core:
         if gradient:
             fields["return_gradient"] = True
         if n == 0:
-            return _ik_result([], batch, info, gradient, numpy)
+            return _ik_result([], batch, info, gradient, targets, numpy)
         keyed = info.ee_frames if info.frames > 1 else None
         json_targets = [_pose_json(p, keyed) for p in poses.tolist()]
         start_rows = None if starts is None else starts.tolist()
@@ -307,7 +328,7 @@ class _Core:
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
         solutions = yield from self._in_chunks(path, n, body, "solutions", http_timeout)
-        return _ik_result(solutions, batch, info, gradient, numpy)
+        return _ik_result(solutions, batch, info, gradient, targets, numpy)
 
     def _info(self, robot: str) -> Flow[RobotInfo]:
         """The server's description of ``robot`` (asked for once, then kept)."""
@@ -433,15 +454,28 @@ def _robot_path(robot: str, operation: str) -> str:
     return f"/v1/robots/{urllib.parse.quote(robot, safe='')}/{operation}"
 
 
-def _as_float64(x: ArrayLike, name: str) -> Tensor:
-    """``x`` as a float64 CPU tensor (tensors are detached; nested lists and arrays converted)."""
+def _is_tensor(x: object) -> bool:
+    """Whether ``x`` is a torch tensor (without importing torch: a client-only install has none)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _as_float64(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a float64 numpy array (tensors are detached and copied to the CPU; nested lists converted)."""
     try:
-        t = x.detach() if isinstance(x, Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64))
+        a = np.asarray(x.detach().cpu().numpy() if _is_tensor(x) else x)
+        if a.dtype == np.bool_ or np.iscomplexobj(a):
+            raise IKLayerError(f"{name} must hold real numbers, got {a.dtype}")
+        return a.astype(np.float64)
     except (TypeError, ValueError) as err:
         raise ShapeError(f"{name} must be a tensor, an array or nested lists of numbers: {err}") from None
-    if t.is_complex() or t.dtype == torch.bool:
-        raise IKLayerError(f"{name} must hold real numbers, got {t.dtype}")
-    return t.to("cpu", torch.float64)
+
+
+def _as_given(a: np.ndarray, like: object, numpy: bool) -> Array:
+    """``a`` as a tensor when ``like`` (the caller's input) is one and ``numpy`` is False, else ``a`` itself."""
+    if numpy or not _is_tensor(like):
+        return a
+    return sys.modules["torch"].from_numpy(a)
 
 
 def _robot_info(r: dict[str, Any]) -> RobotInfo:
@@ -454,8 +488,8 @@ def _robot_info(r: dict[str, Any]) -> RobotInfo:
         name=r["name"],
         dof=dof,
         joint_names=tuple(r["joint_names"]),
-        lower=torch.tensor(r["lower"], dtype=torch.float64),
-        upper=torch.tensor(r["upper"], dtype=torch.float64),
+        lower=np.array(r["lower"], dtype=np.float64),
+        upper=np.array(r["upper"], dtype=np.float64),
         ee_frame=r["ee_frame"],
         nq=int(r.get("nq", dof)),
         ee_frames=tuple(ee_frames),
@@ -464,15 +498,7 @@ def _robot_info(r: dict[str, Any]) -> RobotInfo:
     )
 
 
-def _checked_targets(targets: ArrayLike) -> Tensor:
-    """``targets`` as float64, checked as the library does (shape (..., 7) or (..., 4, 4), finiteness, rigidity,
-    non-zero quaternions); (..., 7) poses stay poses, transforms stay transforms."""
-    t = _as_float64(targets, "targets")
-    as_transform(t, "targets")
-    return t
-
-
-def _target_poses(t: Tensor, info: RobotInfo) -> tuple[Tensor, torch.Size]:
+def _target_poses(t: np.ndarray, info: RobotInfo) -> tuple[np.ndarray, tuple[int, ...]]:
     """(n, 7) poses of checked targets (..., 7) or (..., 4, 4) and their batch shape; (n, F, 7) from (..., F, 7)
     or (..., F, 4, 4) for a robot with F end-effector frames.
 
@@ -480,9 +506,9 @@ def _target_poses(t: Tensor, info: RobotInfo) -> tuple[Tensor, torch.Size]:
         ShapeError: the targets do not end with the robot's F frames.
     """
     frames = () if info.frames == 1 else (info.frames,)
-    is_pose = t.dim() >= 1 and t.shape[-1] == 7
-    inner = t.shape[t.dim() - 1 :] if is_pose else t.shape[t.dim() - 2 :]
-    outer = t.shape[: t.dim() - len(inner)]
+    is_pose = t.ndim >= 1 and t.shape[-1] == 7
+    inner = t.shape[t.ndim - 1 :] if is_pose else t.shape[t.ndim - 2 :]
+    outer = t.shape[: t.ndim - len(inner)]
     if tuple(outer[len(outer) - len(frames) :]) != frames:
         names = ", ".join(info.ee_frames)
         raise ShapeError(
@@ -490,7 +516,7 @@ def _target_poses(t: Tensor, info: RobotInfo) -> tuple[Tensor, torch.Size]:
             f"(..., {info.frames}, 7), got {tuple(t.shape)}"
         )
     batch = outer[: len(outer) - len(frames)]
-    poses = t if is_pose else torch.cat((t[..., :3, 3], matrix_to_quaternion(t[..., :3, :3])), dim=-1)
+    poses = t if is_pose else matrix_to_pose(t)
     return poses.reshape(-1, *frames, 7), batch
 
 
@@ -522,23 +548,23 @@ def _weights_field(weights: ArrayLike, info: RobotInfo) -> list[float] | dict[st
             f"weights for {info.name} must have shape {shapes}, the same for every target (the service takes "
             f"no per-target weights), got {tuple(w.shape)}"
         )
-    if not torch.isfinite(w).all():
+    if not np.isfinite(w).all():
         raise NonFiniteError("weights hold NaN or infinite values")
     if per_frame:
         return dict(zip(info.ee_frames, w.tolist(), strict=True))
     return w.tolist()
 
 
-def _warm_start_rows(warm_start: ArrayLike, n: int) -> Tensor:
+def _warm_start_rows(warm_start: ArrayLike, n: int) -> np.ndarray:
     """(n, nq) warm starts from (..., nq) with n rows, or one (nq,) row for every target."""
     w = _as_float64(warm_start, "warm_start")
-    if w.dim() == 1:
-        return w.expand(n, w.shape[0])
-    if w.dim() == 0 or w[..., 0].numel() != n:
+    if w.ndim == 1:
+        return np.broadcast_to(w, (n, w.shape[0]))
+    if w.ndim == 0 or w[..., 0].size != n:
         raise ShapeError(
             f"warm_start must have shape (..., nq) with one row per target ({n}) or (nq,), got {tuple(w.shape)}"
         )
-    if not torch.isfinite(w).all():
+    if not np.isfinite(w).all():
         raise NonFiniteError("warm_start holds NaN or infinite values")
     return w.reshape(n, -1)
 
@@ -556,39 +582,42 @@ def _option_fields(options: SolveOptions | None, changes: dict[str, Any]) -> dic
 
 
 def _ik_result(
-    solutions: list[dict[str, Any]], batch: torch.Size, info: RobotInfo, gradient: bool, numpy: bool
+    solutions: list[dict[str, Any]],
+    batch: tuple[int, ...],
+    info: RobotInfo,
+    gradient: bool,
+    targets: ArrayLike,
+    numpy: bool,
 ) -> RemoteIKResult:
-    """The :class:`RemoteIKResult` of the server's ``solutions``, reshaped to the targets' ``batch`` shape."""
+    """The :class:`RemoteIKResult` of the server's ``solutions``, reshaped to the targets' ``batch`` shape (tensors
+    for tensor ``targets`` unless ``numpy``, see :func:`_as_given`)."""
+
+    def field(key: str, dtype: type, *shape: int) -> np.ndarray:
+        return np.array([s[key] for s in solutions], dtype=dtype).reshape((*batch, *shape))
+
     try:
-        q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64).reshape(*batch, info.nq)
         values = {
-            "q": q,
-            "success": torch.tensor([s["success"] for s in solutions], dtype=torch.bool).reshape(batch),
-            "position_error": torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64).reshape(
-                batch
-            ),
-            "orientation_error": torch.tensor([s["orientation_error"] for s in solutions], dtype=torch.float64).reshape(
-                batch
-            ),
-            "iterations": torch.tensor([s["iterations"] for s in solutions], dtype=torch.int64).reshape(batch),
+            "q": field("q", np.float64, info.nq),
+            "success": field("success", np.bool_),
+            "position_error": field("position_error", np.float64),
+            "orientation_error": field("orientation_error", np.float64),
+            "iterations": field("iterations", np.int64),
+            "gradient": _gradients(solutions, batch, info) if gradient else None,
         }
-        status = np.array([str(s["status"]) for s in solutions], dtype=np.str_).reshape(tuple(batch))
-        grad = _gradients(solutions, batch, info) if gradient else None
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        status = field("status", np.str_)
+    except (KeyError, TypeError, ValueError) as err:
         raise ServiceError(f"unreadable IK answer: {err!r}", 200) from None
-    if numpy:
-        values = {k: v.numpy() for k, v in values.items()}
-        grad = None if grad is None else grad.numpy()
-    return RemoteIKResult(**values, status=status, gradient=grad)
+    given = {k: None if v is None else _as_given(v, targets, numpy) for k, v in values.items()}
+    return RemoteIKResult(**given, status=status)
 
 
-def _gradients(solutions: list[dict[str, Any]], batch: torch.Size, info: RobotInfo) -> Tensor:
+def _gradients(solutions: list[dict[str, Any]], batch: tuple[int, ...], info: RobotInfo) -> np.ndarray:
     """(..., dof, 6) gradients of ``solutions``; (..., dof, F, 6) for F frames (answered as frame -> dof x 6)."""
     if info.frames == 1:
-        return torch.tensor([s["gradient"] for s in solutions], dtype=torch.float64).reshape(*batch, info.dof, 6)
+        return np.array([s["gradient"] for s in solutions], dtype=np.float64).reshape(*batch, info.dof, 6)
     rows = [[s["gradient"][frame] for frame in info.ee_frames] for s in solutions]  # (n, F, dof, 6)
-    by_frame = torch.tensor(rows, dtype=torch.float64).reshape(-1, info.frames, info.dof, 6)
-    return by_frame.transpose(1, 2).reshape(*batch, info.dof, info.frames, 6)
+    by_frame = np.array(rows, dtype=np.float64).reshape(-1, info.frames, info.dof, 6)
+    return by_frame.swapaxes(1, 2).reshape(*batch, info.dof, info.frames, 6)
 
 
 # --- the two clients: they only run flows ----------------------------------------------------------------------
@@ -611,11 +640,12 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
             gradient: also return dq/d(target twist), (..., dof, 6), or (..., dof, F, 6) with F frames.
             timeout: the server's time limit per request [s]; rows unfinished then come back with
                 ``status == "deadline"`` (default: the server's).
-            numpy: numpy arrays instead of tensors.
+            numpy: numpy arrays even for tensor targets (other targets always give numpy arrays).
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:
-            A :class:`RemoteIKResult` (an :class:`ik_layer.IKResult`) with the targets' batch shape. The first
+            A :class:`RemoteIKResult` (the fields of an :class:`ik_layer.IKResult`, plus ``status`` and ``gradient``)
+            with the targets' batch shape: tensors for tensor targets, else numpy arrays. The first
             solve for a robot reads its description (frames, nq) from ``/v1/robots`` once; see :meth:`robots`.
 
         Raises:
@@ -665,10 +695,11 @@ class Client:
         """The server's robots by name, in its order."""
         return self._run(self._core.robots_flow())
 
-    def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
+    def fk(self, robot: str, q: ArrayLike, *, pose: bool = False, numpy: bool = False) -> Array:
         """End-effector transforms (..., 4, 4) of configurations ``q`` (..., nq); poses (..., 7) with ``pose=True``;
-        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames."""
-        return self._run(self._core.fk_flow(robot, q, pose))
+        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames. A tensor for a tensor ``q`` (unless
+        ``numpy=True``), else a numpy array."""
+        return self._run(self._core.fk_flow(robot, q, pose, numpy))
 
     def solve(
         self,
@@ -744,10 +775,11 @@ class AsyncClient:
         """The server's robots by name, in its order."""
         return await self._run(self._core.robots_flow())
 
-    async def fk(self, robot: str, q: ArrayLike, *, pose: bool = False) -> Tensor:
+    async def fk(self, robot: str, q: ArrayLike, *, pose: bool = False, numpy: bool = False) -> Array:
         """End-effector transforms (..., 4, 4) of configurations ``q`` (..., nq); poses (..., 7) with ``pose=True``;
-        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames."""
-        return await self._run(self._core.fk_flow(robot, q, pose))
+        (..., F, 4, 4) or (..., F, 7) for a robot with F end-effector frames. A tensor for a tensor ``q`` (unless
+        ``numpy=True``), else a numpy array."""
+        return await self._run(self._core.fk_flow(robot, q, pose, numpy))
 
     async def solve(
         self,

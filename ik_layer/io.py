@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 import numpy as np
-import torch
 
 from ik_layer.exceptions import InputFileError
-from ik_layer.lie import matrix_to_pose
+from ik_layer.host import matrix_to_pose
 
 __all__ = [
     "BASE_COLUMNS",
@@ -127,7 +126,7 @@ def read_targets(path: str | Path, frames: Sequence[str] | None = None) -> Rows:
     if path.suffix in _NUMPY:
         array = _numpy_array(path, ("target", "pose"))
         if array.ndim >= 3 and array.shape[-2:] == (4, 4) and np.issubdtype(array.dtype, np.number):
-            array = matrix_to_pose(torch.from_numpy(array.astype(np.float64))).numpy()
+            array = matrix_to_pose(array.astype(np.float64))
         if frames is not None and array.ndim == 3:
             array = array.reshape(len(array), -1)
         shape = "(N, 7) or (N, 4, 4)" if frames is None else f"(N, {len(frames)}, 7) or (N, {len(frames)}, 4, 4)"
@@ -336,8 +335,8 @@ def _json_record(
         flat = np.asarray(record[key], dtype=object).reshape(-1).tolist()
         frames = len(columns) // len(POSE_COLUMNS)
         if poses and len(flat) == 16 * frames and len(columns) == len(POSE_COLUMNS) * frames:
-            matrix = torch.tensor([_number(x) for x in flat], dtype=torch.float64).reshape(frames, 4, 4)
-            finite = bool(torch.isfinite(matrix).all())
+            matrix = np.array([_number(x) for x in flat], dtype=np.float64).reshape(frames, 4, 4)
+            finite = bool(np.isfinite(matrix).all())
             return matrix_to_pose(matrix).reshape(-1).tolist() if finite else [math.nan] * len(columns)
         if len(flat) != len(columns):
             raise InputFileError(f"{path}: line {line}: {key!r} has {len(flat)} values, expected {len(columns)}")

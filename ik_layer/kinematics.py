@@ -641,7 +641,7 @@ def load_robot(
 
     Args:
         name_or_path: a built-in name (see :func:`robots.builtin_robots`), a path (``.xacro`` files need
-            ``pip install 'ik-layer[xacro]'``; MJCF is recognised by its ``<mujoco>`` root), or a string
+            the ``xacro`` extra; MJCF is recognised by its ``<mujoco>`` root), or a string
             holding the XML itself. Meshes are never read.
         ee_frame: end-effector frame; default: the built-in robot's, else the end of the longest chain
             of joints the robot can move (ties: the last such frame of the model).

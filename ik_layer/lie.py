@@ -17,17 +17,15 @@ microseconds instead of a few torch calls each).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor
 
-from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
+from ik_layer.exceptions import DeviceError, DTypeError, NonFiniteError, ShapeError
+from ik_layer.host import MIN_QUATERNION_NORM, check_rigid, rotation_entries
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
-_EYE4 = np.eye(4)  # the host checks' identity
 
 
 def _check_tensor(name: str, x: object) -> None:
@@ -116,7 +114,7 @@ def normalize_quaternion(q: Tensor, name: str = "quaternion") -> Tensor:
     scale = q.detach().abs().amax(-1, keepdim=True).clamp_min(torch.finfo(q.dtype).tiny)
     scaled = q / scale
     norm = torch.linalg.vector_norm(scaled, dim=-1, keepdim=True)
-    if bool((norm * scale < 1e-9).any()):
+    if bool((norm * scale < MIN_QUATERNION_NORM).any()):
         raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
     return scaled / norm
 
@@ -128,15 +126,7 @@ def quaternion_to_matrix(q: Tensor) -> Tensor:
 
 def _unit_quaternion_to_matrix(q: Tensor) -> Tensor:
     """Rotation matrix of a unit quaternion (x, y, z, w), unchecked: (..., 4) -> (..., 3, 3)."""
-    x, y, z, w = q.unbind(-1)
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    rows = (
-        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
-        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
-        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
-    )  # fmt: skip
-    return torch.stack(rows, dim=-1).unflatten(-1, (3, 3))
+    return torch.stack(rotation_entries(*q.unbind(-1)), dim=-1).unflatten(-1, (3, 3))
 
 
 def matrix_to_quaternion(r: Tensor) -> Tensor:
@@ -284,27 +274,6 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
         values = host_values(target)
         _check_values(name, values)
-        _check_rigid(values, name)
+        check_rigid(values, name)
         return target
     raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
-
-
-def _check_rigid(t: Tensor | np.ndarray, name: str) -> None:
-    """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
-
-    ``t`` is a tensor, or the numpy values of a small CPU one (see :func:`host_values`).
-    """
-    if math.prod(t.shape) == 0:
-        return
-    on_host = isinstance(t, np.ndarray)
-    tol = 1e-6 if t.dtype == (np.float64 if on_host else torch.float64) else 1e-3
-    if on_host:
-        eye, det = _EYE4, np.linalg.det
-    else:
-        eye, det = torch.eye(4, dtype=t.dtype, device=t.device), torch.linalg.det
-    rot = t[..., :3, :3]
-    # "not <=": a NaN deviation (overflowing entries) fails too
-    if not bool(abs(rot.swapaxes(-1, -2) @ rot - eye[:3, :3]).max() <= tol) or bool(det(rot).min() < 0):
-        raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
-    if not bool(abs(t[..., 3, :] - eye[3]).max() <= tol):
-        raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")

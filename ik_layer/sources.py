@@ -52,7 +52,7 @@ class ModelSource:
 def read_model(source: str | os.PathLike[str]) -> ModelSource:
     """Parse ``source``: a built-in name, URDF or MJCF text (a string holding ``<``), or a file.
 
-    Files: ``.xacro`` ones are expanded with the ``xacro`` package (``pip install 'ik-layer[xacro]'``);
+    Files: ``.xacro`` ones are expanded with the ``xacro`` package (the ``xacro`` extra, or ``pip install xacro``);
     others are MJCF when their root element is ``<mujoco>``, URDF otherwise.
 
     Raises:
@@ -197,9 +197,7 @@ def _expand_xacro(path: Path) -> str:
     try:
         import xacro
     except ImportError as err:
-        raise IKLayerError(
-            f"{str(path)!r} is a xacro file: install the xacro package (pip install 'ik-layer[xacro]')"
-        ) from err
+        raise IKLayerError(f"{str(path)!r} is a xacro file: install the xacro package (pip install xacro)") from err
     try:
         return xacro.process_file(str(path)).toxml()
     except Exception as err:  # xacro raises its own XacroException, OSError, ExpatError...

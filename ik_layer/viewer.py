@@ -1,4 +1,4 @@
-"""An interactive 3D viewer of a robot and its IK, in the browser, built on viser (``pip install 'ik-layer[view]'``).
+"""An interactive 3D viewer of a robot and its IK, in the browser, built on viser (the ``view`` extra).
 
 ``ik-layer view ROBOT`` (or :class:`Viewer` from Python) serves a page showing the robot, a draggable
 gizmo for the end-effector target and one slider per joint. Dragging the gizmo re-solves IK with
@@ -39,7 +39,7 @@ try:
     import trimesh
     import viser
 except ImportError as err:  # pragma: no cover - depends on the install
-    raise ImportError("the viewer needs the view extra: pip install 'ik-layer[view]'") from err
+    raise ImportError("the viewer needs the view extra: pip install -e '.[view]' in a checkout of ik-layer") from err
 
 __all__ = ["Viewer", "Visual", "load_visuals"]
 

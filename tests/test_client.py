@@ -73,7 +73,7 @@ def test_robots_describe_the_library_models(client: Client) -> None:
         robot = ik_layer.load_robot(name)
         assert (info.name, info.dof, info.ee_frame) == (name, robot.dof, robot.ee_frame)
         assert info.joint_names == tuple(robot.joint_names)
-        assert torch.equal(info.lower, robot.lower) and torch.equal(info.upper, robot.upper)
+        assert np.array_equal(info.lower, robot.lower.numpy()) and np.array_equal(info.upper, robot.upper.numpy())
     assert client.health() == {"status": "ok", "device": "cpu", "dtype": "float64", "robots": ["planar3", "ur5e"]}
 
 
@@ -87,14 +87,15 @@ def test_fk_equals_the_library_for_a_batch_over_the_limit(server: ServerProcess)
         transforms = client.fk("ur5e", q.numpy().tolist())
     assert poses.shape == (3, 5, 7) and poses.dtype == torch.float64
     assert torch.equal(poses, matrix_to_pose(robot.fk(q)))  # JSON carries float64 exactly
-    torch.testing.assert_close(transforms, robot.fk(q), rtol=0, atol=1e-12)
+    assert isinstance(transforms, np.ndarray)  # nested lists in, numpy arrays out; tensors in, tensors out
+    np.testing.assert_allclose(transforms, robot.fk(q).numpy(), rtol=0, atol=1e-12)
 
 
 def test_solve_reaches_the_targets_and_warm_start_returns_the_library_answer(client: Client) -> None:
     robot = ik_layer.load_robot("ur5e")
     targets = robot.fk(reachable_q(robot, (2, 6), seed=1))  # (2, 6, 4, 4): 12 targets, two requests
     result = client.solve("ur5e", targets, num_seeds=8, max_iterations=300)
-    assert isinstance(result, IKResult) and isinstance(result, RemoteIKResult)
+    assert isinstance(result, RemoteIKResult) and isinstance(result.q, torch.Tensor)
     assert result.q.shape == (2, 6, 6) and result.success.shape == (2, 6) and result.status.shape == (2, 6)
     assert bool(result.success.all()), result.status
     assert (result.status == "solved").all() and result.gradient is None
@@ -120,7 +121,7 @@ def test_solve_single_target_numpy_and_gradient(client: Client) -> None:
     assert isinstance(result.gradient, np.ndarray) and result.gradient.shape == (3, 6)
     np.testing.assert_allclose(result.gradient, ik_layer.target_gradient(robot, q0).numpy(), rtol=1e-12, atol=1e-12)
     plain = result.result()
-    assert type(plain) is IKResult and plain.q is result.q
+    assert type(plain) is IKResult and plain.q is result.q and plain.iterations is result.iterations
 
 
 def test_async_client_matches_the_sync_one(server: ServerProcess, client: Client) -> None:
@@ -391,7 +392,7 @@ def test_robots_describe_frames_and_the_floating_base(multi_server: ServerProces
     info = robots["solo"]
     assert (info.nq, info.dof, info.floating_base, info.ee_frames) == (solo.nq, solo.dof, True, tuple(FEET))
     assert info.target_shape == solo.target_shape == (4, 4, 4) and info.joint_names == tuple(solo.joint_names)
-    assert torch.equal(info.lower, solo.lower) and torch.equal(info.upper, solo.upper)
+    assert np.array_equal(info.lower, solo.lower.numpy()) and np.array_equal(info.upper, solo.upper.numpy())
     arms = robots["talos_hands"]
     assert (arms.nq, arms.dof, arms.floating_base, arms.ee_frames) == (14, 14, False, tuple(HANDS))
     assert arms.locked["torso_1_joint"] == pytest.approx(0.2) and arms.target_shape == hands.target_shape
@@ -405,7 +406,7 @@ def test_fk_of_several_frames_equals_the_library(multi_server: ServerProcess, so
         transforms = client.fk("solo", q)
         poses = client.fk("solo", q.tolist(), pose=True)
     assert transforms.shape == (3, 4, 4, 4, 4) and poses.shape == (3, 4, 4, 7)
-    assert torch.equal(poses, matrix_to_pose(solo.fk(q)))  # JSON carries float64 exactly
+    assert np.array_equal(poses, matrix_to_pose(solo.fk(q)).numpy())  # JSON carries float64 exactly
     torch.testing.assert_close(transforms, solo.fk(q), rtol=0, atol=1e-12)
 
 

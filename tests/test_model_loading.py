@@ -132,7 +132,7 @@ XACRO = """<?xml version="1.0"?>
 
 
 def test_xacro(write_urdf):
-    pytest.importorskip("xacro", reason="the xacro extra is not installed (pip install 'ik-layer[xacro]')")
+    pytest.importorskip("xacro", reason="the xacro extra is not installed (pip install -e '.[xacro]')")
     robot = ik_layer.load_robot(write_urdf(XACRO, "arm.urdf.xacro"))
     assert robot.joint_names == ["j1", "j2"] and robot.ee_frame == "l2"
     q = torch.tensor([0.3, -0.5], dtype=torch.float64)
@@ -143,12 +143,12 @@ def test_xacro(write_urdf):
 
 def test_xacro_without_the_package_says_how_to_install(write_urdf, monkeypatch):
     monkeypatch.setitem(sys.modules, "xacro", None)
-    with pytest.raises(IKLayerError, match=r"pip install 'ik-layer\[xacro\]'"):
+    with pytest.raises(IKLayerError, match=r"install the xacro package \(pip install xacro\)"):
         ik_layer.load_robot(write_urdf(XACRO, "arm.xacro"))
 
 
 def test_broken_xacro_is_an_unsupported_model(write_urdf):
-    pytest.importorskip("xacro", reason="the xacro extra is not installed (pip install 'ik-layer[xacro]')")
+    pytest.importorskip("xacro", reason="the xacro extra is not installed (pip install -e '.[xacro]')")
     with pytest.raises(UnsupportedModelError, match="could not expand xacro"):
         ik_layer.load_robot(write_urdf(XACRO.replace("${length}", "${undefined_property}"), "arm.xacro"))
 

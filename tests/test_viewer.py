@@ -21,7 +21,7 @@ import ik_layer
 from ik_layer.lie import matrix_to_pose, pose_error
 from ik_layer.testing import free_port
 
-pytest.importorskip("viser", reason="the viewer needs the view extra (pip install 'ik-layer[view]')")
+pytest.importorskip("viser", reason="the viewer needs the view extra (pip install -e '.[view]')")
 trimesh = pytest.importorskip("trimesh")
 
 from ik_layer.viewer import Viewer, load_visuals  # noqa: E402

@@ -1,0 +1,131 @@
+"""Pose checks and conversions on numpy arrays, without torch: what the client shares with the library.
+
+:mod:`ik_layer.client` runs on numpy alone (the ``ik-layer-client`` install has no torch); the library
+uses the same checks for inputs it reads on the host (:func:`check_rigid` in :mod:`ik_layer.lie`,
+:func:`matrix_to_pose` in the file readers). The differentiable torch versions are in :mod:`ik_layer.lie`;
+tests hold the two to the same values. Conventions (ROS): quaternions ``(x, y, z, w)``, poses
+``[x, y, z, qx, qy, qz, qw]``, transforms (..., 4, 4).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+
+__all__ = ["as_checked", "check_rigid", "matrix_to_pose", "pose_to_matrix", "rotation_entries"]
+
+MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.lie's)
+
+
+def check_rigid(t: Any, name: str) -> None:
+    """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
+
+    ``t`` is a numpy array or a torch tensor (on any device): only indexing and arithmetic are used, so
+    the same check serves both without importing torch. Tolerance 1e-6 for float64, else 1e-3.
+    """
+    if math.prod(t.shape) == 0:
+        return
+    tol = 1e-6 if t.itemsize == 8 else 1e-3
+    rot = t[..., :3, :3]
+    gram = rot.swapaxes(-1, -2) @ rot
+    gram[..., [0, 1, 2], [0, 1, 2]] -= 1
+    x, y, z = rot[..., :, 0], rot[..., :, 1], rot[..., :, 2]
+    det = (
+        x[..., 0] * (y[..., 1] * z[..., 2] - y[..., 2] * z[..., 1])
+        - x[..., 1] * (y[..., 0] * z[..., 2] - y[..., 2] * z[..., 0])
+        + x[..., 2] * (y[..., 0] * z[..., 1] - y[..., 1] * z[..., 0])
+    )
+    # "not <=": a NaN deviation (overflowing entries) fails too
+    if not bool(abs(gram).max() <= tol) or bool(det.min() < 0):
+        raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
+    bottom = t[..., 3, :]
+    if not bool(abs(bottom[..., :3]).max() <= tol) or not bool(abs(bottom[..., 3] - 1).max() <= tol):
+        raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")
+
+
+def as_checked(x: np.ndarray, name: str) -> np.ndarray:
+    """``x``, checked as :func:`ik_layer.lie.as_transform` checks a target: shape (..., 7) or (..., 4, 4), finite
+    values, rigid transforms and non-zero quaternions; poses stay poses, transforms stay transforms.
+
+    Raises:
+        ShapeError: another shape.
+        NonFiniteError: NaN or infinite values, or a zero quaternion.
+        IKLayerError: a transform that is not rigid.
+    """
+    is_pose = x.ndim >= 1 and x.shape[-1] == 7
+    if not is_pose and not (x.ndim >= 2 and x.shape[-2:] == (4, 4)):
+        raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {x.shape}")
+    if not np.isfinite(x).all():
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
+    if is_pose:
+        _unit_quaternion(x[..., 3:], f"{name} quaternion")
+    else:
+        check_rigid(x, name)
+    return x
+
+
+def matrix_to_pose(t: np.ndarray) -> np.ndarray:
+    """Pose ``[x, y, z, qx, qy, qz, qw]`` (``qw >= 0``) of transforms: (..., 4, 4) -> (..., 7).
+
+    The quaternion by Shepperd's method (the largest of four pivots), as :func:`ik_layer.lie.matrix_to_quaternion`.
+    """
+    r = t[..., :3, :3]
+    m00, m11, m22 = r[..., 0, 0], r[..., 1, 1], r[..., 2, 2]
+    # 4*q_i^2 for the pivots w, x, y, z.
+    four_sq = np.stack((1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22), axis=-1)
+    d21, d02, d10 = r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1]
+    s21, s02, s10 = r[..., 2, 1] + r[..., 1, 2], r[..., 0, 2] + r[..., 2, 0], r[..., 1, 0] + r[..., 0, 1]
+    # Each row is 4*q_pivot*(x, y, z, w) for one pivot.
+    candidates = np.stack(
+        (
+            np.stack((d21, d02, d10, four_sq[..., 0]), axis=-1),
+            np.stack((four_sq[..., 1], s10, s02, d21), axis=-1),
+            np.stack((s10, four_sq[..., 2], s21, d02), axis=-1),
+            np.stack((s02, s21, four_sq[..., 3], d10), axis=-1),
+        ),
+        axis=-2,
+    )
+    best = np.take_along_axis(candidates, four_sq.argmax(axis=-1)[..., None, None], axis=-2)[..., 0, :]
+    q = best / np.linalg.norm(best, axis=-1, keepdims=True)
+    return np.concatenate((t[..., :3, 3], np.where(q[..., 3:] < 0, -q, q)), axis=-1)
+
+
+def pose_to_matrix(pose: np.ndarray, name: str = "pose") -> np.ndarray:
+    """Homogeneous transforms of poses ``[x, y, z, qx, qy, qz, qw]``: (..., 7) -> (..., 4, 4).
+
+    The quaternion is normalised; a zero one raises :class:`~ik_layer.exceptions.NonFiniteError` naming ``name``.
+    """
+    entries = rotation_entries(*np.moveaxis(_unit_quaternion(pose[..., 3:], f"{name} quaternion"), -1, 0))
+    t = np.zeros((*pose.shape[:-1], 4, 4))
+    t[..., :3, :3] = np.stack(entries, axis=-1).reshape(*pose.shape[:-1], 3, 3)
+    t[..., :3, 3] = pose[..., :3]
+    t[..., 3, 3] = 1.0
+    return t
+
+
+def rotation_entries(x: Any, y: Any, z: Any, w: Any) -> tuple[Any, ...]:
+    """The 9 entries, row by row, of the rotation matrix of unit quaternions with components ``x, y, z, w``.
+
+    Arithmetic only, so the components are numpy arrays or torch tensors alike (:mod:`ik_layer.lie` stacks
+    them into tensors, :func:`pose_to_matrix` into arrays).
+    """
+    xx, yy, zz = x * x, y * y, z * z
+    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
+    return (
+        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
+        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
+        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
+    )  # fmt: skip
+
+
+def _unit_quaternion(q: np.ndarray, name: str) -> np.ndarray:
+    """``q`` (..., 4) over its norm; scaled by its largest entry first, so huge quaternions do not overflow."""
+    scale = np.maximum(abs(q).max(axis=-1, keepdims=True, initial=0.0), np.finfo(np.float64).tiny)
+    norm = np.linalg.norm(q / scale, axis=-1, keepdims=True)
+    if (norm * scale < MIN_QUATERNION_NORM).any():
+        raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
+    return q / scale / norm

@@ -1,0 +1,50 @@
+"""Initialise warp quietly on a machine without the NVIDIA driver.
+
+warp's native library prints "Warp CUDA warning: Could not find or load the NVIDIA CUDA driver" to the
+process's stderr (C ``fprintf``, no Python logging, no ``warp.config`` switch) when :func:`warp.init` finds
+no driver: every CPU run would show it. :func:`init_warp` drops that one line and nothing else, and changes
+no warp setting.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import tempfile
+
+import warp as wp
+
+__all__ = ["init_warp"]
+
+NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+
+
+def init_warp() -> None:
+    """:func:`warp.init`, without warp's no-driver line on stderr when there is no CUDA driver (other output kept)."""
+    if _has_cuda_driver():
+        wp.init()
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        kept = [line for line in captured.read().decode(errors="replace").splitlines(True) if NO_DRIVER not in line]
+    sys.stderr.write("".join(kept))
+
+
+def _has_cuda_driver() -> bool:
+    """Whether the NVIDIA driver library loads (as warp looks for it: libcuda.so, libcuda.so.1, nvcuda.dll)."""
+    for name in ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so", "libcuda.so.1"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False

@@ -1,0 +1,64 @@
+"""``ik_layer.host``: the numpy pose checks and conversions agree with the torch ones of ``ik_layer.lie``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ik_layer import IKLayerError, NonFiniteError, ShapeError, host
+from ik_layer.lie import as_transform, matrix_to_pose, pose_to_matrix, so3_exp
+
+
+def random_transforms(n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    t = torch.eye(4, dtype=torch.float64).repeat(n, 1, 1)
+    t[:, :3, :3] = so3_exp(torch.randn(n, 3, generator=g, dtype=torch.float64) * 2)
+    t[:, :3, 3] = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    return t
+
+
+def test_matrix_to_pose_equals_the_torch_one_near_every_pivot():
+    t = random_transforms(200, seed=0)
+    half_turns = torch.eye(4, dtype=torch.float64).repeat(4, 1, 1)
+    half_turns[1:, :3, :3] = so3_exp(torch.eye(3, dtype=torch.float64) * torch.pi)  # x, y and z pivots
+    t = torch.cat((t, half_turns))
+    np.testing.assert_allclose(host.matrix_to_pose(t.numpy()), matrix_to_pose(t).numpy(), rtol=0, atol=1e-12)
+
+
+def test_pose_to_matrix_equals_the_torch_one_and_inverts_matrix_to_pose():
+    g = torch.Generator().manual_seed(1)
+    poses = torch.randn(5, 3, 7, generator=g, dtype=torch.float64) * 3  # any non-zero quaternion, normalised
+    np.testing.assert_allclose(host.pose_to_matrix(poses.numpy()), pose_to_matrix(poses).numpy(), rtol=0, atol=1e-12)
+    t = random_transforms(50, seed=2).numpy()
+    np.testing.assert_allclose(host.pose_to_matrix(host.matrix_to_pose(t)), t, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (np.zeros((2, 6)), ShapeError, r"shape \(\.\.\., 7\) or \(\.\.\., 4, 4\)"),
+        (np.array([0.0, 0, 0, 0, 0, 0, 0]), NonFiniteError, "zero norm"),
+        (np.array([0.0, 0, np.nan, 0, 0, 0, 1]), NonFiniteError, "NaN"),
+        (np.diag([1.0, 1.0, -1.0, 1.0]), IKLayerError, "determinant"),
+        (np.diag([1.0, 1.0, 1.0, 2.0]), IKLayerError, "bottom rows"),
+        (np.diag([1.0, 1.0, 1.001, 1.0]), IKLayerError, "orthonormal"),
+    ],
+)
+def test_as_checked_refuses_what_as_transform_refuses(value, error, message):
+    with pytest.raises(error, match=message):
+        host.as_checked(value, "target")
+    with pytest.raises(error, match=message):
+        as_transform(torch.from_numpy(value), "target")
+
+
+def test_as_checked_keeps_valid_inputs_and_check_rigid_takes_tensors():
+    t = random_transforms(3, seed=3)
+    assert host.as_checked(t.numpy(), "t") is not None and host.as_checked(
+        np.array([1.0, 2, 3, 0, 0, 0, 5]), "p"
+    ).shape == (7,)
+    host.check_rigid(t, "t")  # tensors too (as_transform's path for large or GPU inputs)
+    t[1, 0, 0] += 1e-3
+    with pytest.raises(IKLayerError, match="orthonormal"):
+        host.check_rigid(t, "t")
+    host.check_rigid(t.float()[:1], "t")  # float32: tolerance 1e-3
