@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 import ik_layer
 from ik_layer import IKLayerError, Robot, SolveOptions
 from ik_layer.lie import matrix_to_pose
+from ik_layer.sources import MODEL_SUFFIXES
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
 _WARM_UP_ITERATIONS = 4
-_MODEL_SUFFIXES = (".urdf", ".xml", ".xacro")
 
 
 class RobotSpec(BaseModel):
@@ -60,7 +60,7 @@ class RobotSpec(BaseModel):
 def parse_robot_spec(spec: str) -> tuple[str, str | None]:
     """``"ur5e"`` -> ``("ur5e", None)``; ``"arm.urdf:tool0"`` -> ``("arm.urdf", "tool0")`` (also .xml, .xacro)."""
     path, sep, frame = spec.rpartition(":")
-    if sep and path.lower().endswith(_MODEL_SUFFIXES) and frame:
+    if sep and path.lower().endswith(MODEL_SUFFIXES) and frame:
         return path, frame
     return spec, None
 
