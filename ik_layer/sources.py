@@ -219,11 +219,12 @@ def _read_text(path: Path) -> str:
 def _not_a_file(source: str | os.PathLike[str]) -> str | None:
     """Why ``source``, not an existing file, names none: None when it reads as a robot's name rather than a path."""
     text = os.fspath(source)
+    if isinstance(source, str) and not ("/" in text or os.sep in text or text.lower().endswith(MODEL_SUFFIXES)):
+        return None
     with contextlib.suppress(OSError, ValueError):  # names the OS refuses (too long, NUL) are no folder
         if Path(text).is_dir():
             return "is a folder, not a model file"
-    is_path = not isinstance(source, str) or "/" in text or os.sep in text
-    return "no such file" if is_path or text.lower().endswith(MODEL_SUFFIXES) else None
+    return "no such file"
 
 
 def _is_file(path: Path) -> bool:
