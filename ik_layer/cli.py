@@ -65,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except (IKLayerError, OSError) as err:
-        print(f"ik-layer {args.command}: error: {err}", file=sys.stderr)
+        message = " ".join(line.strip() for line in str(err).splitlines())  # one line, whatever a parser said
+        print(f"ik-layer {args.command}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"ik-layer {args.command}: interrupted", file=sys.stderr)
@@ -219,8 +220,9 @@ def run_fk(args: argparse.Namespace) -> int:
     rows, skipped = drop_invalid(rows, invalid_q(rows.values, robot.floating_base), args.on_invalid, _q_invalid(robot))
     _report_skipped(rows.path, skipped)
     q = torch.as_tensor(rows.values, dtype=robot.dtype, device=robot.device)
-    pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy().reshape(len(q), -1)
-    table = Table({"line": rows.lines, "pose": pose}, {"pose": pose_columns(robot.ee_frames)})
+    columns = pose_columns(robot.ee_frames)
+    pose = matrix_to_pose(robot.fk(q)).detach().cpu().double().numpy().reshape(len(q), len(columns))
+    table = Table({"line": rows.lines, "pose": pose}, {"pose": columns})
     if args.output is None:
         write_csv(sys.stdout, table)
     else:

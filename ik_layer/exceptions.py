@@ -43,10 +43,14 @@ def _listing(kind: str, name: str, available: Iterable[str]) -> str:
 
 
 class RobotNotFound(IKLayerError):
-    """No built-in robot of that name and no URDF file at that path."""
+    """No built-in robot of that name and no model file at that path.
 
-    def __init__(self, name: str, available: Iterable[str]) -> None:
-        super().__init__(_listing("robot", name, available) + " (or give a path to a URDF file)")
+    ``reason`` says what is wrong with a path (``"no such file"``); without it the message lists ``available``.
+    """
+
+    def __init__(self, name: str, available: Iterable[str], reason: str | None = None) -> None:
+        listing = _listing("robot", name, available) + " (or give a path to a URDF file)"
+        super().__init__(f"{name!r}: {reason}" if reason else listing)
         self.name = name
 
 

@@ -15,6 +15,10 @@ Three formats, chosen by the file suffix:
 Every row read keeps its 1-based source line (row number for NumPy files), so
 invalid rows (NaN, infinite or non-numeric values, zero quaternions, zero base
 quaternions) are reported where a person can find them.
+
+A file that cannot be read as rows raises :class:`~ik_layer.exceptions.InputFileError` with a one-line
+reason: missing, over :data:`MAX_INPUT_BYTES`, not UTF-8 text, malformed CSV, JSON or NumPy, or without
+a single row.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
@@ -34,6 +39,7 @@ from ik_layer.host import matrix_to_pose
 
 __all__ = [
     "BASE_COLUMNS",
+    "MAX_INPUT_BYTES",
     "POSE_COLUMNS",
     "pose_columns",
     "q_columns",
@@ -58,6 +64,7 @@ _NUMPY = (".npy", ".npz")
 _JSONL = (".jsonl", ".ndjson")
 _WRITABLE = (*_CSV, ".npz", *_JSONL)
 _MAX_LISTED = 10
+MAX_INPUT_BYTES = 256 * 1024**2  # largest row file read [bytes]: about 3 million CSV poses; split bigger inputs
 
 OnInvalid = Literal["skip", "error"]
 
@@ -90,7 +97,7 @@ class Table:
 
     def flat_values(self) -> list[list[object]]:
         """Rows of the flattened table as Python scalars (bools stay bools, ints stay ints)."""
-        parts = [v.reshape(len(v), -1) for v in self.fields.values()]
+        parts = [v.reshape(len(v), math.prod(v.shape[1:])) for v in self.fields.values()]
         return [[x for part in parts for x in part[i].tolist()] for i in range(self.num_rows)]
 
     @property
@@ -249,48 +256,82 @@ def _csv_cell(x: object) -> object:
 
 
 def _existing(path: str | Path) -> Path:
+    """``path``, a file of a known suffix no larger than :data:`MAX_INPUT_BYTES`."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{path}: no such file")
     if path.suffix not in _CSV + _NUMPY + _JSONL:
         raise InputFileError(f"{path}: unknown format {path.suffix or '(no suffix)'}; use .csv, .npy, .npz or .jsonl")
+    size = path.stat().st_size
+    if size > MAX_INPUT_BYTES:
+        raise InputFileError(
+            f"{path}: {size / 1024**2:.0f} MiB, more than the {MAX_INPUT_BYTES // 1024**2} MiB read at once; "
+            "split it into smaller files"
+        )
     return path
+
+
+def _rows(path: Path, values: list[list[float]] | np.ndarray, lines: list[int] | np.ndarray, width: int) -> Rows:
+    """The rows read from ``path``; a file without any is refused."""
+    if len(values) == 0:
+        raise InputFileError(f"{path}: no rows to read")
+    return Rows(np.asarray(values, dtype=np.float64).reshape(-1, width), np.asarray(lines, dtype=np.int64), path)
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of UTF-8 text file ``path`` (a byte-order mark skipped); other bytes raise InputFileError."""
+    with path.open(encoding="utf-8-sig", newline="") as stream:
+        try:
+            yield from stream
+        except UnicodeDecodeError as err:
+            raise InputFileError(f"{path}: not UTF-8 text ({err.reason})") from None
 
 
 def _numpy_array(path: Path, keys: Sequence[str]) -> np.ndarray:
     """The array of a ``.npy`` file, or of an ``.npz`` under one of ``keys`` (or its only array)."""
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise InputFileError(f"{path}: not a readable NumPy file ({err})") from err
-    if isinstance(loaded, np.ndarray):
-        return loaded
-    with loaded:
-        names = [k for k in keys if k in loaded.files]
-        if not names and len(loaded.files) == 1:
-            names = loaded.files
-        if not names:
-            raise InputFileError(f"{path}: no array named {' or '.join(keys)}; it holds {', '.join(loaded.files)}")
-        return loaded[names[0]]
+        with warnings.catch_warnings():  # a header of Python 2 (or mangled to look like one) reads the same
+            warnings.filterwarnings("ignore", "Reading `.npy` or `.npz` file required additional header parsing")
+            loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return loaded
+        with loaded:
+            names = [k for k in keys if k in loaded.files]
+            if not names and len(loaded.files) == 1:
+                names = loaded.files
+            if not names:
+                held = ", ".join(loaded.files) or "no array"
+                raise InputFileError(f"{path}: no array named {' or '.join(keys)}; it holds {held}")
+            array = loaded[names[0]]
+    except InputFileError:
+        raise
+    except Exception as err:  # a damaged file: NumPy's reader raises ValueError, EOFError, BadZipFile, SyntaxError...
+        raise InputFileError(f"{path}: not a readable NumPy file ({type(err).__name__}: {err})") from None
+    if not isinstance(array, np.ndarray):  # an archive member not saved by NumPy comes back as bytes
+        raise InputFileError(f"{path}: not a readable NumPy file (array {names[0]!r} is not in NumPy's format)")
+    return array
 
 
 def _numpy_rows(path: Path, array: np.ndarray, width: int, expected: str) -> Rows:
-    if array.ndim != 2 or array.shape[1] != width or not np.issubdtype(array.dtype, np.number):
-        raise InputFileError(f"{path}: expected numeric {expected}, got an array of shape {array.shape}")
-    return Rows(array.astype(np.float64), np.arange(1, len(array) + 1), path)
+    real = np.issubdtype(array.dtype, np.number) and not np.issubdtype(array.dtype, np.complexfloating)
+    if array.ndim != 2 or array.shape[1] != width or not real:
+        raise InputFileError(
+            f"{path}: expected numeric {expected}, got an array of shape {array.shape} ({array.dtype})"
+        )
+    return _rows(path, array, np.arange(1, len(array) + 1), width)
 
 
 def _csv_rows(path: Path, columns: Sequence[str], stray: Sequence[str] = ()) -> Rows:
     """Rows of a CSV file with a header naming ``columns`` (others ignored, unless it has every ``stray`` one)."""
-    with path.open(newline="") as stream:
-        reader = csv.reader(stream)
+    reader = csv.reader(_text_lines(path))
+    try:
         header = [h.strip() for h in next(reader, [])]
         _refuse_stray(path, "its header", header, stray)
         missing = [c for c in columns if c not in header]
         if missing:
+            got = _shorten(",".join(header)) or "an empty file"
             raise InputFileError(
-                f"{path}: header lacks column(s) {', '.join(missing)}; expected {','.join(columns)} "
-                f"(got {','.join(header) or 'an empty file'})"
+                f"{path}: header lacks column(s) {', '.join(missing)}; expected {','.join(columns)} (got {got})"
             )
         index = [header.index(c) for c in columns]
         values, lines = [], []
@@ -299,7 +340,9 @@ def _csv_rows(path: Path, columns: Sequence[str], stray: Sequence[str] = ()) -> 
                 continue
             values.append([_number(row[i]) if i < len(row) else math.nan for i in index])
             lines.append(reader.line_num)
-    return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
+    except csv.Error as err:
+        raise InputFileError(f"{path}: line {reader.line_num} is not CSV ({err})") from None
+    return _rows(path, values, lines, len(columns))
 
 
 def _jsonl_rows(
@@ -308,19 +351,20 @@ def _jsonl_rows(
     """Rows of a JSON-lines file (see :func:`_json_record`); ``poses``: the columns are poses, which may come as
     4x4 matrices; objects with every ``stray`` key are refused."""
     values, lines = [], []
-    with path.open() as stream:
-        for line_number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputFileError(f"{path}: line {line_number} is not JSON ({err.msg})") from err
-            if isinstance(record, dict):
-                _refuse_stray(path, f"line {line_number}", record, stray)
-            values.append(_json_record(path, line_number, record, columns, keys, poses=poses))
-            lines.append(line_number)
-    return Rows(np.array(values, dtype=np.float64).reshape(-1, len(columns)), np.array(lines, dtype=np.int64), path)
+    for line_number, line in enumerate(_text_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(f"{path}: line {line_number} is not JSON ({err.msg})") from None
+        except (ValueError, RecursionError) as err:  # numbers of over 4300 digits, nesting deeper than Python's stack
+            raise InputFileError(f"{path}: line {line_number} is not JSON we can read ({_shorten(str(err))})") from None
+        if isinstance(record, dict):
+            _refuse_stray(path, f"line {line_number}", record, stray)
+        values.append(_json_record(path, line_number, record, columns, keys, poses=poses))
+        lines.append(line_number)
+    return _rows(path, values, lines, len(columns))
 
 
 def _json_record(
@@ -365,5 +409,10 @@ def _number(x: object) -> float:
         return math.nan
     try:
         return float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer too large for a float
         return math.nan
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (a header or message of a huge line stays one readable line)."""
+    return text if len(text) <= limit else text[:limit] + "..."

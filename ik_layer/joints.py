@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from ik_layer.default_frame import default_frame
 from ik_layer.exceptions import FrameNotFound, IKLayerError, JointNotFound, UnsupportedModelError
 
 __all__ = ["JointSelection", "Mimic", "frame_id", "motion_axis", "select_joints"]
@@ -70,8 +71,8 @@ def select_joints(
 ) -> JointSelection:
     """The joints a robot on ``model`` moves towards ``ee_frames`` (see the module docstring).
 
-    ``ee_frames`` None picks one frame: the end of the longest chain of joints the robot can move (ties:
-    the last such frame of the model; never one below a mimic joint). ``floating_base``: whether a
+    ``ee_frames`` None picks one frame: the tool frame of the longest arm (see :mod:`ik_layer.default_frame`;
+    never one below a mimic joint). ``floating_base``: whether a
     free-flyer will carry ``model`` (frames fixed to the base are then end-effectors too). Raises FrameNotFound,
     JointNotFound, UnsupportedModelError (a moving joint of an unsupported type, no moving joint under a frame
     of a fixed base, or no moving joint at all) or IKLayerError (arguments).
@@ -84,7 +85,8 @@ def select_joints(
     if ee_frames is None:
         if not frames:
             raise UnsupportedModelError(f"no frame of {model.name!r} has a joint the robot can move above it")
-        ee_frames = [model.frames[max(frames, key=lambda f: (frames[f], f))].name]
+        linked = set(mimic) | {m.leader for m in mimic.values()}
+        ee_frames = [model.frames[default_frame(model, frames, free - blocked, linked)].name]
     chains = {name: _chain(model, frame_id(model, name)) for name in ee_frames}
     on_chains = sorted(set().union(*chains.values()))
     leaders = {model.getJointId(mimic[model.names[j]].leader) for j in on_chains if model.names[j] in mimic}

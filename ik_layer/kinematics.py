@@ -27,6 +27,7 @@ result in the world at the base pose that leads its configuration (see :mod:`ik_
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,7 @@ from ik_layer.sources import read_model
 __all__ = ["Robot", "chain_kinematics", "load_robot"]
 
 # Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
+_log = logging.getLogger("ik_layer")
 _SUPPORTED_DTYPES = (torch.float32, torch.float64)
 _TURN = 2 * math.pi  # [rad]
 
@@ -200,6 +202,13 @@ class Robot(nn.Module):
         self.joint_names = [model.names[j] for j in joints]
         self.ee_frame = selection.ee_frames[0]
         self.ee_frames = selection.ee_frames if ee_frames is not None else None
+        if frames is None:
+            _log.info(
+                "%s: no ee_frame given, using %r (see ik_layer.default_frame); moving joints: %s",
+                self.name,
+                self.ee_frame,
+                ", ".join(self.joint_names),
+            )
         rotates = {j: bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in range(1, model.njoints)}
         lower, upper, continuous = joint_limits(model, joints, [rotates[j] for j in joints])
         self.register_buffer("lower", lower)
@@ -643,8 +652,9 @@ def load_robot(
         name_or_path: a built-in name (see :func:`robots.builtin_robots`), a path (``.xacro`` files need
             the ``xacro`` extra; MJCF is recognised by its ``<mujoco>`` root), or a string
             holding the XML itself. Meshes are never read.
-        ee_frame: end-effector frame; default: the built-in robot's, else the end of the longest chain
-            of joints the robot can move (ties: the last such frame of the model).
+        ee_frame: end-effector frame; default: the built-in robot's, else the tool frame of the longest arm,
+            never a finger, sensor or gripper joint's frame when another exists (see :mod:`ik_layer.default_frame`;
+            logged at INFO on the ``ik_layer`` logger with the moving joints).
         ee_frames: several end-effector frames instead of ``ee_frame`` (both hands, four feet): poses,
             Jacobians, targets and weights get a frame dimension (see :class:`Robot`).
         active_joints: the joints the solver moves; default: those between the base and the end-effector

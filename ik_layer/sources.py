@@ -6,6 +6,7 @@ own reason for refusing a model (Pinocchio prints some of them to stderr) is par
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -24,11 +25,12 @@ from ik_layer.exceptions import IKLayerError, RobotNotFound, UnsupportedModelErr
 from ik_layer.joints import Mimic
 from ik_layer.robots import REGISTRY
 
-__all__ = ["ModelSource", "read_model"]
+__all__ = ["MODEL_SUFFIXES", "ModelSource", "read_model"]
 
 _T = TypeVar("_T")
 _COMMENT = re.compile(r"<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^>]*>", re.S)
 _JOINT = re.compile(r"<joint\b([^>]*?)(?<!/)>(.*?)</joint>", re.S)
+MODEL_SUFFIXES = (".urdf", ".xml", ".xacro")  # model files by name: URDF, MJCF, xacro
 _ATTRIBUTE = re.compile(r"""([\w:.-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 
 
@@ -56,7 +58,8 @@ def read_model(source: str | os.PathLike[str]) -> ModelSource:
     others are MJCF when their root element is ``<mujoco>``, URDF otherwise.
 
     Raises:
-        RobotNotFound: neither a built-in name, XML text nor an existing file.
+        RobotNotFound: neither a built-in name, XML text nor an existing file (a path, or a name with a model
+            file's suffix, says "no such file"; another name lists the built-in robots).
         UnsupportedModelError: the parser refused the model (its reason included).
         IKLayerError: ``source`` of the wrong type, or xacro needed but not installed.
     """
@@ -72,7 +75,7 @@ def read_model(source: str | os.PathLike[str]) -> ModelSource:
         return _from_xml(source, "text")
     path = Path(source)
     if not _is_file(path):
-        raise RobotNotFound(str(source), REGISTRY)
+        raise RobotNotFound(str(source), REGISTRY, _not_a_file(source))
     text = _expand_xacro(path) if path.suffix == ".xacro" else _read_text(path)
     return _from_xml(text, repr(str(path)))
 
@@ -209,6 +212,17 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise UnsupportedModelError(f"could not read {str(path)!r}: {err}") from err
+
+
+def _not_a_file(source: str | os.PathLike[str]) -> str | None:
+    """Why ``source``, not an existing file, names none: None when it reads as a robot's name rather than a path."""
+    text = os.fspath(source)
+    if isinstance(source, str) and not ("/" in text or os.sep in text or text.lower().endswith(MODEL_SUFFIXES)):
+        return None
+    with contextlib.suppress(OSError, ValueError):  # names the OS refuses (too long, NUL) are no folder
+        if Path(text).is_dir():
+            return "is a folder, not a model file"
+    return "no such file"
 
 
 def _is_file(path: Path) -> bool:

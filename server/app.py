@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from fastapi import FastAPI
@@ -21,6 +22,9 @@ from ik_layer.server.schemas import FKRequest, IKRequest
 from ik_layer.server.settings import Settings
 from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker
+
+if TYPE_CHECKING:
+    from ik_layer.kinematics import Robot
 
 __all__ = ["create_app"]
 
@@ -39,11 +43,20 @@ targets are not errors: they come back with `success: false`.
 """
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """A FastAPI app serving ``settings`` (default: from the environment); nothing loads until its lifespan runs."""
+def create_app(settings: Settings | None = None, robots: Mapping[str, Robot] | None = None) -> FastAPI:
+    """A FastAPI app serving ``settings`` (default: from the environment); nothing loads until its lifespan runs.
+
+    ``robots``: the robots of ``settings.robots``, already loaded (:func:`~ik_layer.server.run.serve` loads them
+    first, so that a bad spec stops it before the server starts); by default the lifespan loads them.
+    """
     settings = settings or Settings()
     state = ServerState(settings=settings, metrics=Metrics(), device=str(settings.torch_device()))
-    app = FastAPI(title="ik-layer", version="0.1.0", description=_DESCRIPTION, lifespan=partial(_lifespan, state=state))
+    app = FastAPI(
+        title="ik-layer",
+        version="0.1.0",
+        description=_DESCRIPTION,
+        lifespan=partial(_lifespan, state=state, loaded=robots),
+    )
     app.state.ik = state
     for module in (routes.health, routes.robots, routes.ik, routes.fk, routes.metrics):
         app.include_router(module.router)
@@ -55,14 +68,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot] | None) -> AsyncIterator[None]:
     """Load and warm up the robots, start one engine worker each, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
     try:
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
-        robots = await asyncio.to_thread(load_robots, settings.robots, settings.torch_device(), settings.torch_dtype())
+        robots = loaded or await asyncio.to_thread(
+            load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
+        )
         for name, robot in robots.items():
             await asyncio.to_thread(warm_up, robot, settings.solve_options())
             worker = EngineWorker(

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 import ik_layer
 from ik_layer import IKLayerError, Robot, SolveOptions
 from ik_layer.lie import matrix_to_pose
+from ik_layer.sources import MODEL_SUFFIXES
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
 _WARM_UP_ITERATIONS = 4
-_MODEL_SUFFIXES = (".urdf", ".xml", ".xacro")
 
 
 class RobotSpec(BaseModel):
@@ -60,24 +60,26 @@ class RobotSpec(BaseModel):
 def parse_robot_spec(spec: str) -> tuple[str, str | None]:
     """``"ur5e"`` -> ``("ur5e", None)``; ``"arm.urdf:tool0"`` -> ``("arm.urdf", "tool0")`` (also .xml, .xacro)."""
     path, sep, frame = spec.rpartition(":")
-    if sep and path.lower().endswith(_MODEL_SUFFIXES) and frame:
+    if sep and path.lower().endswith(MODEL_SUFFIXES) and frame:
         return path, frame
     return spec, None
 
 
-def robot_specs(entries: Iterable[str]) -> list[RobotSpec]:
-    """The specs of the settings' ``robots`` entries, ``@file.json`` entries expanded.
+def robot_specs(entries: Iterable[str]) -> list[tuple[str, RobotSpec]]:
+    """The specs of the settings' ``robots`` entries, ``@file.json`` entries expanded, each with a label naming
+    where it comes from (``'arm.urdf:tool0'``, ``robots.json entry 2``).
 
     Raises:
-        IKLayerError: an ``@`` file that cannot be read or is not a JSON list of robot specs.
+        IKLayerError: an ``@`` file that cannot be read, is not a JSON list, or holds an entry that is not a
+            robot spec (the message names the file and the entry).
     """
-    specs: list[RobotSpec] = []
+    specs: list[tuple[str, RobotSpec]] = []
     for entry in entries:
         if entry.startswith("@"):
             specs.extend(_spec_file(Path(entry[1:])))
         else:
             source, frame = parse_robot_spec(entry)
-            specs.append(RobotSpec(source=source, ee_frame=frame))
+            specs.append((repr(entry), RobotSpec(source=source, ee_frame=frame)))
     return specs
 
 
@@ -85,29 +87,53 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
     """Load every robot of the ``robots`` entries (see :func:`robot_specs`), keyed by name.
 
     Raises:
-        IKLayerError: a robot cannot be loaded.
-        ValueError: two specs give robots of the same name.
+        IKLayerError: a spec is malformed, a robot cannot be loaded (the message starts with the entry that
+            names it: ``robot 'arm.urdf:tool0': ...``) or two specs give robots of the same name.
     """
     robots: dict[str, Robot] = {}
-    for spec in robot_specs(entries):
+    for label, spec in robot_specs(entries):
         ee_frame, ee_frames = spec.frames()
         options = {"active_joints": spec.active_joints, "locked": spec.locked, "floating_base": spec.floating_base}
-        robot = ik_layer.load_robot(spec.source, ee_frame, ee_frames=ee_frames, dtype=dtype, device=device, **options)
+        try:
+            robot = ik_layer.load_robot(
+                spec.source, ee_frame, ee_frames=ee_frames, dtype=dtype, device=device, **options
+            )
+        except IKLayerError as err:
+            raise IKLayerError(f"robot {label}: {err}") from err
         robot.name = spec.name or robot.name
         if robot.name in robots:
-            raise ValueError(f"two robots are named {robot.name!r} (from {spec.source!r}); give each a name")
+            raise IKLayerError(f"robot {label}: a second robot named {robot.name!r}; give each a name")
         robots[robot.name] = robot
     return robots
 
 
-def _spec_file(path: Path) -> list[RobotSpec]:
+def _spec_file(path: Path) -> list[tuple[str, RobotSpec]]:
+    """The specs of a robots.json file, labelled by their place in it."""
     try:
-        items = json.loads(path.read_text())
-        if not isinstance(items, list):
-            raise ValueError("it must hold a JSON list of robot specs")
-        return [RobotSpec.model_validate(item) for item in items]
-    except (OSError, ValueError, ValidationError) as err:
-        raise IKLayerError(f"robot spec file {str(path)!r}: {err}") from err
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise IKLayerError(f"robot spec file {str(path)!r}: {err.strerror or err}") from err
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        raise IKLayerError(f"robot spec file {str(path)!r} is not JSON: {err}") from err
+    if not isinstance(items, list):
+        raise IKLayerError(
+            f"robot spec file {str(path)!r} must hold a JSON list of robot specs, got {type(items).__name__}"
+        )
+    return [(f"{str(path)!r} entry {i}", _spec(path, i, item)) for i, item in enumerate(items, start=1)]
+
+
+def _spec(path: Path, index: int, item: object) -> RobotSpec:
+    """Entry ``index`` (from 1) of the robots.json file ``path``."""
+    if isinstance(item, str):
+        raise IKLayerError(
+            f"robot spec file {str(path)!r} entry {index}: {item!r} is a string; write an object such as "
+            f'{{"source": {json.dumps(item)}}}'
+        )
+    try:
+        return RobotSpec.model_validate(item)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in err.errors())
+        raise IKLayerError(f"robot spec file {str(path)!r} entry {index}: {problems}") from err
 
 
 def warm_up(robot: Robot, options: SolveOptions) -> None:

@@ -1,17 +1,22 @@
-"""``serve(argv)``: parse settings from flags and the environment, then run uvicorn until interrupted."""
+"""``serve(argv)``: parse settings from flags and the environment, load the robots, then run uvicorn until
+SIGINT (Ctrl-C) or SIGTERM, which stop it gracefully (see :class:`_GracefulServer`) with exit status 0."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
+from ik_layer.exceptions import IKLayerError
 from ik_layer.server.app import create_app
+from ik_layer.server.loading import load_robots
 from ik_layer.server.protocol import header_timeout_protocol
 from ik_layer.server.settings import parse_settings
 from ik_layer.server.state import ServerState
@@ -19,6 +24,7 @@ from ik_layer.server.state import ServerState
 __all__ = ["serve"]
 
 EXIT_USAGE = 2
+_PROG = "python -m ik_layer.server"
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
@@ -26,16 +32,22 @@ def serve(argv: Sequence[str] | None = None) -> int:
     ``sys.argv[1:]``) over ``IK_LAYER_*`` variables; usable as a console-script entry point.
 
     Returns:
-        The exit status: 0 after a clean shutdown, 2 for invalid settings.
+        The exit status: 0 after a graceful stop (SIGINT or SIGTERM), 2 for invalid settings or a robot spec
+        that does not load (one line on stderr naming the entry).
     """
     try:
         settings = parse_settings(argv)
     except ValidationError as err:
         lines = [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
-        print("python -m ik_layer.server: invalid settings\n" + "\n".join(lines), file=sys.stderr)
+        print(f"{_PROG}: invalid settings\n" + "\n".join(lines), file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:%(name)s: %(message)s")
-    app = create_app(settings)
+    try:
+        robots = load_robots(settings.robots, settings.torch_device(), settings.torch_dtype())
+    except IKLayerError as err:
+        print(f"{_PROG}: " + " ".join(line.strip() for line in str(err).splitlines()), file=sys.stderr)
+        return EXIT_USAGE
+    app = create_app(settings, robots)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -45,9 +57,35 @@ def serve(argv: Sequence[str] | None = None) -> int:
         limit_concurrency=settings.max_connections,
         timeout_graceful_shutdown=settings.shutdown_grace,
     )
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the SIGINT it shut down for
+    with _terminate_raises(), contextlib.suppress(KeyboardInterrupt, _Terminated):
         _GracefulServer(config, app.state.ik).run()
     return 0
+
+
+class _Terminated(Exception):
+    """SIGTERM, raised where uvicorn re-raises the signal it stopped for."""
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """Make SIGTERM raise :class:`_Terminated` (in the main thread; elsewhere signals are not ours to handle).
+
+    uvicorn handles SIGINT and SIGTERM itself while it serves, then restores the handlers it found and raises
+    the signal again for the program around it: SIGINT's default handler raises KeyboardInterrupt, SIGTERM's
+    would end the process with status -15 (143). With this handler the stop is an exception ``serve`` expects.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
 
 
 class _GracefulServer(uvicorn.Server):

@@ -212,9 +212,15 @@ def test_load_robot_name_of_the_wrong_type(name_or_path):
     raises(IKLayerError, lambda: ik_layer.load_robot(name_or_path), "name_or_path", type(name_or_path).__name__)
 
 
-@pytest.mark.parametrize("name", ["", "a" * 5000, "no/such/dir/" * 3])
+@pytest.mark.parametrize("name", ["", "a" * 5000, "no_such_robot"])
 def test_load_robot_unknown_names(name):
     raises(RobotNotFound, lambda: ik_layer.load_robot(name), "unknown robot", "panda")
+
+
+@pytest.mark.parametrize("path", ["no/such/dir/" * 3 + "arm.urdf", "no/such/dir/", "x" * 5000 + ".urdf"])
+def test_load_robot_missing_files(path):
+    message = raises(RobotNotFound, lambda: ik_layer.load_robot(path), "no such file")
+    assert "unknown robot" not in message
 
 
 @pytest.mark.parametrize("ee_frame", [123, b"panda_link8", ["panda_link8"], 1.0], ids=repr)

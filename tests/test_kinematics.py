@@ -343,12 +343,20 @@ def test_unknown_robot_lists_builtin_names():
     assert isinstance(info.value, ValueError)
 
 
-def test_missing_file(tmp_path):
+@pytest.mark.parametrize("as_str", [True, False], ids=["str", "Path"])
+def test_missing_file_says_no_such_file(tmp_path, as_str):
     missing = tmp_path / "nope" / "robot.urdf"
-    with pytest.raises(RobotNotFound, match=re.escape("robot.urdf")):
-        ik_layer.load_robot(missing)
-    with pytest.raises(RobotNotFound):
-        ik_layer.load_robot(str(tmp_path))  # a directory is not a URDF
+    with pytest.raises(RobotNotFound) as info:
+        ik_layer.load_robot(str(missing) if as_str else missing)
+    assert str(info.value) == f"{str(missing)!r}: no such file"
+    with pytest.raises(RobotNotFound, match="is a folder, not a model file"):
+        ik_layer.load_robot(str(tmp_path) if as_str else tmp_path)
+
+
+@pytest.mark.parametrize("name", ["does/not/exist.urdf", "arm.urdf", "scene.xml", "arm.urdf.xacro"])
+def test_a_name_that_reads_as_a_file_says_no_such_file(name):
+    with pytest.raises(RobotNotFound, match=re.escape(f"{name!r}: no such file")):
+        ik_layer.load_robot(name)
 
 
 @pytest.mark.parametrize(

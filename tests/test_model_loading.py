@@ -186,7 +186,7 @@ def test_default_frame_is_the_end_of_the_longest_chain_and_ties_pick_the_last():
     assert ik_layer.load_robot(tool).ee_frame == "c"
 
 
-def test_default_frame_is_never_below_a_mimic_joint():
+def test_default_frame_is_never_below_a_mimic_joint_or_its_leader():
     mimic = LIMIT + '<mimic joint="g1"/>'
     gripper = urdf(
         joint("j1", "base", "a"),
@@ -194,5 +194,7 @@ def test_default_frame_is_never_below_a_mimic_joint():
         joint("g1", "b", "c", "prismatic"),
         joint("g2", "b", "d", "prismatic", extra=mimic),
     )
-    robot = ik_layer.load_robot(gripper)
+    robot = ik_layer.load_robot(gripper)  # g1 leads a mimic joint: a gripper, the arm ends above it
+    assert robot.ee_frame == "b" and robot.joint_names == ["j1", "j2"]
+    robot = ik_layer.load_robot(gripper, "c")  # named, the finger moves with its leader
     assert robot.ee_frame == "c" and robot.joint_names == ["j1", "j2", "g1"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,12 +90,47 @@ def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
     robots = load_robots(["ur5e", f"{urdf}:tip"], torch.device("cpu"), torch.float32)
     assert robots["ur5e"].dtype == torch.float32
     assert any(r.ee_frame == "tip" for r in robots.values())
-    with pytest.raises(ValueError, match="two robots are named"):
+    with pytest.raises(IKLayerError, match="robot 'ur5e': a second robot named 'ur5e'; give each a name"):
         load_robots(["ur5e", "ur5e"], torch.device("cpu"), torch.float64)
-    with pytest.raises(FrameNotFound):
+    with pytest.raises(IKLayerError, match=re.escape(f"robot '{urdf}:nope': unknown frame 'nope'")) as info:
         load_robots([f"{urdf}:nope"], torch.device("cpu"), torch.float64)
-    with pytest.raises(RobotNotFound):
+    assert isinstance(info.value.__cause__, FrameNotFound)
+    with pytest.raises(IKLayerError, match="robot 'kuka': unknown robot 'kuka'") as info:
         load_robots(["kuka"], torch.device("cpu"), torch.float64)
+    assert isinstance(info.value.__cause__, RobotNotFound)
+
+
+@pytest.mark.parametrize(
+    ("robots", "content", "message"),
+    [
+        ("{tmp}/missing.urdf", None, "robot '{tmp}/missing.urdf': '{tmp}/missing.urdf': no such file"),
+        ("{tmp}/arm.urdf:nope", None, "robot '{tmp}/arm.urdf:nope': unknown frame 'nope'; available: "),
+        ("@{tmp}/missing.json", None, "robot spec file '{tmp}/missing.json': No such file or directory"),
+        (
+            "@{tmp}/robots.json",
+            '["ur5e"]',
+            """entry 1: 'ur5e' is a string; write an object such as {"source": "ur5e"}""",
+        ),
+        ("@{tmp}/robots.json", "{", "robot spec file '{tmp}/robots.json' is not JSON: Expecting property name"),
+        ("@{tmp}/robots.json", '{"source": "ur5e"}', "must hold a JSON list of robot specs, got dict"),
+        ("@{tmp}/robots.json", '[{"source": "ur5e"}, {"robot": "ur5e"}]', "entry 2: source: Field required"),
+        ("@{tmp}/robots.json", '[{"source": "ur5e"}, 3]', "entry 2: entry: Input should be a valid dictionary"),
+        ("@{tmp}/robots.json", '[{"source": "planar3", "ee_frame": "x"}]', "robots.json' entry 1: unknown frame 'x'"),
+        ("@{tmp}/robots.json", b'["\xff"]', "robot spec file '{tmp}/robots.json' is not JSON: 'utf-8' codec"),
+    ],
+)
+def test_serve_names_a_bad_robot_spec_in_one_line_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], robots: str, content: str | bytes | None, message: str
+) -> None:
+    (tmp_path / "arm.urdf").write_text(REGISTRY["planar3"].urdf.read_text())
+    if isinstance(content, str):
+        (tmp_path / "robots.json").write_text(content)
+    elif content is not None:
+        (tmp_path / "robots.json").write_bytes(content)
+    assert serve(["--robots", robots.replace("{tmp}", str(tmp_path)), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("python -m ik_layer.server: ") and message.replace("{tmp}", str(tmp_path)) in err
 
 
 def test_a_spec_file_names_robots_and_locks_joints(tmp_path: Path, tiny_urdf: Path) -> None:

@@ -109,7 +109,7 @@ def long_request() -> dict[str, object]:
     return {"targets": [{"position": p[:3], "orientation": p[3:]} for p in poses.tolist()], **never_within}
 
 
-def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() -> None:
+def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits_0() -> None:
     """SIGTERM while seconds of work are in flight: every request is answered (rows past the shortened deadline
     retire with status ``deadline``), then the server exits, all within the shutdown grace."""
     running = start_server("--shutdown-grace", "2", "--max-targets", "1024", robot="ur5e")
@@ -127,7 +127,7 @@ def test_sigterm_during_long_requests_answers_them_within_the_grace_and_exits() 
     took = time.monotonic() - started
     for thread in threads:
         thread.join(timeout=20)
-    assert code in (0, -signal.SIGTERM), output  # uvicorn re-raises SIGTERM after a graceful shutdown
+    assert code == 0, output  # a graceful stop (uvicorn re-raises SIGTERM after it: serve() takes it as the end)
     assert took < 2 + 5, output  # the grace period, and a margin for a shared machine
     assert [a.status_code for a in answers] == [200] * 2
     statuses = {s["status"] for a in answers for s in a.json()["solutions"]}
