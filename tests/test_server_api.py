@@ -524,7 +524,7 @@ async def test_position_only_weights_ignore_the_orientation(api: tuple[FastAPI, 
     app, client = api
     robot = robot_of(app, "ur5e")
     _, targets = reachable(robot, 4, seed=21)
-    anywhere = [{**t, "orientation": [0.3, -0.2, 0.9, 0.1]} for t in targets]  # no answer has this orientation
+    anywhere = [{**t, "orientation": [0.31, -0.21, 0.92, 0.11]} for t in targets]  # no answer has this orientation
     body = {"targets": anywhere, "weights": [1, 1, 1, 0, 0, 0], "return_gradient": True}
     solutions = (await client.post("/v1/robots/ur5e/ik", json=body)).json()["solutions"]
     assert all(s["success"] for s in solutions) and all(s["orientation_error"] == 0 for s in solutions)

@@ -15,6 +15,7 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
+from ik_layer.client import AsyncClient
 from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.server import Settings, create_app
 
@@ -187,3 +188,22 @@ async def test_the_library_refuses_the_quaternions_the_server_refuses(api: tuple
         else:
             with pytest.raises(ik_layer.IKLayerError, match=f"target quaternion has norm {norm:.4g}"):
                 ik_layer.solve(robot, target, max_iterations=0)
+
+
+async def test_the_client_sends_a_posture_and_answers_as_the_library(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, _ = api
+    robot = robot_of(app, "talos")
+    _, body = readme_floating_base_example()
+    targets = torch.tensor(
+        [[[*p["position"], *p["orientation"]] for p in body["targets"][0].values()]] * 3, dtype=torch.float64
+    )
+    posture = torch.tensor(body["posture"], dtype=torch.float64)
+    weights = torch.tensor([[1.0] * 6, body["weights"]["right_sole_link"]], dtype=torch.float64)
+    transport = httpx.ASGITransport(app=app)
+    async with AsyncClient("http://ik.test", transport=transport, max_targets=2) as remote:  # in two requests
+        result = await remote.solve("talos", targets, posture=posture, weights=weights)
+        with pytest.raises(ik_layer.ShapeError, match=r"posture must have shape \(\.\.\., nq\)"):
+            await remote.solve("talos", targets, posture=posture.expand(2, 19))
+    local = ik_layer.solve(robot, targets, weights=weights, posture=posture)
+    assert bool(result.success.all())
+    torch.testing.assert_close(result.q, local.q, rtol=0, atol=1e-9)
