@@ -65,6 +65,7 @@ Weight = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_WEIGHT)]
 
 _EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
 _EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
+_EXAMPLE_STANDING = [0.0] * 6 + [1.0] + [0.0, 0.0, -0.41, 0.86, -0.45, 0.0] * 2  # talos: base upright, knees bent
 _EXAMPLE_FEET = {  # talos on a floating base, ee_frames [left_sole_link, right_sole_link]: feet 10 cm apart
     "left_sole_link": {"position": [-0.02, 0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
     "right_sole_link": {"position": [-0.02, -0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
@@ -237,8 +238,8 @@ class _IKTargets(_Request):
 _IKOptions = option_model("IKOptions", _Request, optional=True)
 
 
-class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start, the solver options, return_gradient
-    """Targets to solve, optional warm starts and solver options (omitted: the server's defaults).
+class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture, weights, the solver options, ...
+    """Targets to solve, optional warm starts, posture, weights and solver options (omitted: the server's defaults).
 
     The solver options are the fields of :data:`ik_layer.OPTION_SPECS` (``num_seeds``, ``max_iterations``,
     ``position_tolerance``...), each optional and checked against its bounds.
@@ -257,7 +258,8 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
                     "timeout": 0.5,
                     "return_gradient": True,
                 },
-                {"targets": [_EXAMPLE_FEET], "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
+                {"targets": [_EXAMPLE_POSE["position"] + _EXAMPLE_POSE["orientation"]], "posture": _EXAMPLE_Q},
+                {"targets": [_EXAMPLE_FEET], "posture": _EXAMPLE_STANDING, "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
             ]
         }
     )

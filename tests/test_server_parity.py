@@ -207,3 +207,13 @@ async def test_the_client_sends_a_posture_and_answers_as_the_library(api: tuple[
     local = ik_layer.solve(robot, targets, weights=weights, posture=posture)
     assert bool(result.success.all())
     torch.testing.assert_close(result.q, local.q, rtol=0, atol=1e-9)
+
+
+async def test_the_readme_service_curl_examples_are_solved(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    _, client = api
+    section = README.split("## Service", 1)[1].split("### Several frames", 1)[0]
+    bodies = re.findall(r"curl -s localhost:8000/v1/robots/ur5e/ik .*?-d '(.*?)'", section, re.DOTALL)
+    assert len(bodies) == 2 and "posture" in bodies[1]
+    for body in bodies:
+        solutions = await solve(client, "ur5e", json.loads(body))
+        assert [s["status"] for s in solutions] == ["solved"]
