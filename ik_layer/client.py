@@ -296,6 +296,7 @@ class _Core:
         timeout: float | None,
         numpy: bool,
         option_changes: dict[str, Any],
+        posture: ArrayLike | None = None,
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
@@ -303,6 +304,7 @@ class _Core:
         poses, batch = _target_poses(checked, info)
         n = poses.shape[0]
         starts = None if warm_start is None else _warm_start_rows(warm_start, n)
+        postures = None if posture is None else _warm_start_rows(posture, n, "posture")
         fields = _option_fields(options, option_changes)
         if weights is not None:
             fields["weights"] = _weights_field(weights, info)
@@ -319,11 +321,14 @@ class _Core:
         keyed = info.ee_frames if info.frames > 1 else None
         json_targets = [_pose_json(p, keyed) for p in poses.tolist()]
         start_rows = None if starts is None else starts.tolist()
+        posture_rows = None if postures is None else postures.tolist()
 
         def body(a: int, b: int) -> dict[str, Any]:
             request: dict[str, Any] = {"targets": json_targets[a:b]}
             if start_rows is not None:
                 request["warm_start"] = start_rows[a:b]
+            if posture_rows is not None:
+                request["posture"] = posture_rows[a:b]
             return {**request, **fields}
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
@@ -555,17 +560,17 @@ def _weights_field(weights: ArrayLike, info: RobotInfo) -> list[float] | dict[st
     return w.tolist()
 
 
-def _warm_start_rows(warm_start: ArrayLike, n: int) -> np.ndarray:
-    """(n, nq) warm starts from (..., nq) with n rows, or one (nq,) row for every target."""
-    w = _as_float64(warm_start, "warm_start")
+def _warm_start_rows(warm_start: ArrayLike, n: int, name: str = "warm_start") -> np.ndarray:
+    """(n, nq) warm starts (or postures: ``name``) from (..., nq) with n rows, or one (nq,) row for every target."""
+    w = _as_float64(warm_start, name)
     if w.ndim == 1:
         return np.broadcast_to(w, (n, w.shape[0]))
     if w.ndim == 0 or w[..., 0].size != n:
         raise ShapeError(
-            f"warm_start must have shape (..., nq) with one row per target ({n}) or (nq,), got {tuple(w.shape)}"
+            f"{name} must have shape (..., nq) with one row per target ({n}) or (nq,), got {tuple(w.shape)}"
         )
     if not np.isfinite(w).all():
-        raise NonFiniteError("warm_start holds NaN or infinite values")
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
     return w.reshape(n, -1)
 
 
@@ -635,6 +640,8 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
                 defaults fill in the rest).
             warm_start: (..., nq) one configuration per target, or (nq,) for all (with a floating base, the
                 base pose ``[x, y, z, qx, qy, qz, qw]`` first).
+            posture: (..., nq) one preferred configuration per target, or (nq,) for all: pulled towards in the
+                null space, a seed, and preferred among successes (the joints only), as in :func:`ik_layer.solve`.
             weights: error weights of ``[x, y, z, rx, ry, rz]`` for every target: (6,), or (F, 6) per frame
                 (zeros drop an axis: ``[1, 1, 1, 0, 0, 0]`` is position-only); default ones.
             gradient: also return dq/d(target twist), (..., dof, 6), or (..., dof, F, 6) with F frames.
@@ -708,6 +715,7 @@ class Client:
         options: SolveOptions | None = None,
         *,
         warm_start: ArrayLike | None = None,
+        posture: ArrayLike | None = None,
         weights: ArrayLike | None = None,
         gradient: bool = False,
         timeout: float | None = None,
@@ -715,7 +723,7 @@ class Client:
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
-            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture
         )
         return self._run(flow)
 
@@ -788,6 +796,7 @@ class AsyncClient:
         options: SolveOptions | None = None,
         *,
         warm_start: ArrayLike | None = None,
+        posture: ArrayLike | None = None,
         weights: ArrayLike | None = None,
         gradient: bool = False,
         timeout: float | None = None,
@@ -795,7 +804,7 @@ class AsyncClient:
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
-            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture
         )
         return await self._run(flow)
 

@@ -28,6 +28,36 @@ _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the clo
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
 
 
+QUATERNION_NORM_TOLERANCE = 0.01
+"""How far from 1 the norm of a target's quaternion may be, ``| |q| - 1 | <= 0.01``; it is then normalised.
+
+Targets (:func:`as_transform`, the server's poses) are data: 0.01 takes any unit quaternion written to two
+decimals (each entry off by at most 0.005, so the norm by at most 0.01), float32 and float16 round-off, and
+whatever ROS's tf2 takes (it refuses ``| |q|^2 - 1 | > 0.01``, a norm about 0.005 from 1). It refuses what is
+not a unit quaternion: zeros, Euler angles or an axis-angle in four numbers, degrees. The math helpers
+(:func:`normalize_quaternion`, :func:`quaternion_to_matrix`, :func:`pose_to_matrix`) take any non-zero norm.
+"""
+
+
+def check_quaternion_norm(norm: float, name: str) -> None:
+    """Raise an :class:`IKLayerError` naming ``name`` unless ``norm`` is within
+    :data:`QUATERNION_NORM_TOLERANCE` of 1."""
+    if not abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:  # "not <=": a NaN norm fails too
+        raise IKLayerError(
+            f"{name} has norm {norm:.4g}; a quaternion (x, y, z, w) must have norm 1 to within "
+            f"{QUATERNION_NORM_TOLERANCE:g} (it is then normalised)"
+        )
+
+
+def _check_unit_quaternions(q: Tensor | np.ndarray, name: str) -> None:
+    """:func:`check_quaternion_norm` of the quaternion (..., 4) whose norm is farthest from 1 (one host sync)."""
+    if math.prod(q.shape) == 0:
+        return
+    hypot = np.hypot if isinstance(q, np.ndarray) else torch.hypot  # no overflow for huge entries
+    norm = hypot(hypot(q[..., 0], q[..., 1]), hypot(q[..., 2], q[..., 3])).flatten()
+    check_quaternion_norm(float(norm[abs(norm - 1).argmax()]), name)
+
+
 def _check_tensor(name: str, x: object) -> None:
     """Raise unless ``x`` is a real floating-point tensor, naming ``name`` (no host sync)."""
     if not isinstance(x, Tensor):
@@ -266,10 +296,15 @@ def pose_error(target: Tensor, current: Tensor) -> Tensor:
 def as_transform(target: Tensor, name: str = "target") -> Tensor:
     """Accept a pose (..., 7) or a transform (..., 4, 4) and return (..., 4, 4), checked finite and rigid.
 
+    A pose's quaternion must have norm 1 to within :data:`QUATERNION_NORM_TOLERANCE`; it is normalised.
+
     Non-tensors, non-floating dtypes, meta tensors and wrong shapes raise too, naming ``name``.
     """
     _check_tensor(name, target)
     if target.dim() >= 1 and target.shape[-1] == 7:
+        values = host_values(target)
+        _check_values(name, values)
+        _check_unit_quaternions(values[..., 3:], f"{name} quaternion")
         return pose_to_matrix(target, name)
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
         values = host_values(target)

@@ -16,7 +16,13 @@ from typing import Any
 
 from ik_layer.exceptions import IKLayerError
 
-__all__ = ["OPTION_SPECS", "OptionSpec", "SolveOptions"]
+__all__ = ["OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"]
+
+POSTURE_HELP = (
+    "preferred configuration: pulled towards in the Jacobian's null space, used as a seed, and preferred among "
+    "successful seeds (the joints only: with a floating base the base goes where the frames take it)"
+)
+"""What ``posture`` (an argument of :func:`ik_layer.solve`, a field of the server's IK request) does, in one place."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 FastAPI parses and validates a declared body model on the event loop; a few megabytes of JSON (or hundreds
 of thousands of invalid fields) would stall every other request for seconds. Routes that take a body call
 :func:`read_json` instead: 415 unless the body is declared as JSON, small bodies decoded in place, larger
-ones in a worker thread. :func:`openapi_body` and :func:`document_bodies` keep the OpenAPI document showing
+ones in a worker thread. A body without a ``Content-Type`` is refused too: a web page may send one to a local
+server cross-origin without a preflight (a CORS "simple request"), as it may ``text/plain`` or form bodies, but
+never ``application/json``. :func:`openapi_body` and :func:`document_bodies` keep the OpenAPI document showing
 the body models.
 """
 
@@ -31,11 +33,13 @@ async def read_json(request: Request, decode: Callable[[bytes], T]) -> T:
     """``decode(body)`` of a JSON request body, off the event loop when it is larger than :data:`INLINE_BYTES`.
 
     Raises:
-        UnsupportedMediaType: a ``Content-Type`` other than ``application/json`` (or ``application/*+json``).
+        UnsupportedMediaType: no ``Content-Type``, or one other than ``application/json`` (or
+            ``application/*+json``).
     """
     content_type = request.headers.get("content-type")
-    if content_type is not None and not _is_json(content_type):
-        raise UnsupportedMediaType(f"the body must be JSON (Content-Type: application/json), got {content_type!r}")
+    if content_type is None or not _is_json(content_type):
+        got = "no Content-Type" if content_type is None else repr(content_type)
+        raise UnsupportedMediaType(f"the body must be JSON (Content-Type: application/json), got {got}")
     body = await request.body()
     if len(body) <= INLINE_BYTES:
         return decode(body)

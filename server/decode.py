@@ -74,6 +74,7 @@ class IKJob:
         gradient: whether the request asked for dq/d(target twist).
         timeout: time limit of the request [s], from its arrival.
         weights: error weights of every target, (6,) or (F, 6) (broadcast to the targets); None: ones.
+        posture: (n, nq) preferred configurations (one given for all targets repeated), or None.
     """
 
     targets: Tensor
@@ -82,6 +83,7 @@ class IKJob:
     gradient: bool
     timeout: float
     weights: Tensor | None = None
+    posture: Tensor | None = None
 
     @property
     def rows(self) -> int:
@@ -99,8 +101,8 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
 
     Raises:
         TooManyRows: more targets than ``settings.max_targets``.
-        FieldError: a target or weights not keyed by the robot's frames, a warm-start row of the wrong length
-            (or a floating base's zero quaternion), or a timeout over ``settings.max_timeout``.
+        FieldError: a target or weights not keyed by the robot's frames, a warm-start or posture row of the wrong
+            length (or a floating base's zero quaternion), or a timeout over ``settings.max_timeout``.
     """
     _check_rows("targets", len(request.targets), settings.max_targets)
     timeout = settings.timeout if request.timeout is None else request.timeout
@@ -112,7 +114,8 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
     targets = _targets(robot, request.targets)
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else _weights(robot, request.weights)
-    return IKJob(targets, warm_start, options, gradient=request.return_gradient, timeout=timeout, weights=weights)
+    posture = None if request.posture is None else _posture(robot, request.posture, len(request.targets))
+    return IKJob(targets, warm_start, options, request.return_gradient, timeout, weights=weights, posture=posture)
 
 
 def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> Tensor:
@@ -151,6 +154,13 @@ def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]]) -> Tensor:
     return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
 
 
+def _posture(robot: Robot, posture: list[float] | list[list[float]], rows: int) -> Tensor:
+    """(rows, nq) postures: one per target, or one configuration repeated for every target."""
+    if isinstance(posture[0], list):
+        return _configurations(robot, posture, "posture")  # type: ignore[arg-type]
+    return _configurations(robot, [posture], "posture", one=True).expand(rows, robot.nq)  # type: ignore[list-item]
+
+
 def _weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Tensor:
     """(6,) weights for every frame, or (F, 6) from an object frame -> 6 numbers (frames left out: ones)."""
     if isinstance(weights, list):
@@ -179,17 +189,18 @@ def _names(names: Sequence[str], most: int = 8) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _configurations(robot: Robot, rows: list[list[float]], field: str) -> Tensor:
-    """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion)."""
+def _configurations(robot: Robot, rows: list[list[float]], field: str, one: bool = False) -> Tensor:
+    """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion);
+    ``one``: ``rows`` holds the field's one configuration (named ``field``, not ``field[0]``)."""
     size = f"{robot.nq} joints"
     if robot.floating_base:
         size = f"{robot.nq} values ({BASE_NQ} base + {robot.nq - BASE_NQ} joints)"
     for i, row in enumerate(rows):
+        loc, name = (("body", field), field) if one else (("body", field, i), f"{field}[{i}]")
         if len(row) != robot.nq:
-            raise FieldError(("body", field, i), f"{field}[{i}] has {len(row)} values but {robot.name} has {size}")
+            raise FieldError(loc, f"{name} has {len(row)} values but {robot.name} has {size}")
         if robot.floating_base and sum(x * x for x in row[3:BASE_NQ]) <= MIN_QUATERNION_NORM**2:
             raise FieldError(
-                ("body", field, i),
-                f"{field}[{i}] has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero",
+                loc, f"{name} has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero"
             )
     return torch.tensor(rows, dtype=robot.dtype)

@@ -55,17 +55,26 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     problems = []
     for job, target, row_weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
         warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
+        posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
         batch = torch.Size([job.rows])
-        problems.append(Problem(batch, target, row_weights, warm_start, None, job.options))
+        problems.append(Problem(batch, target, row_weights, warm_start, posture, job.options))
     return problems
 
 
 def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:
-    """Queue the targets ``rows`` of ``problem`` on ``engine``: warm starts if given, else random ones that the
-    kernel draws from ``seed``'s streams."""
-    start = None if problem.warm_start is None else problem.warm_start[rows]  # brought inside the limits by the kernel
+    """Queue the targets ``rows`` of ``problem`` on ``engine``: the first seeds start at the warm start, then the
+    posture (when given), as :func:`ik_layer.engine.solve_problem`; the others at random ones that the kernel draws
+    from ``seed``'s streams."""
+    given = [x[rows] for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
+    posture = None if problem.posture is None else problem.posture[rows]
     return engine.submit(
-        problem.target[rows], start, problem.options, weights=problem.weights[rows], seed=seed, deadline=deadline
+        problem.target[rows],
+        torch.stack(given, dim=1) if given else None,
+        problem.options,
+        weights=problem.weights[rows],
+        posture=posture,
+        seed=seed,
+        deadline=deadline,
     )
 
 

@@ -7,9 +7,11 @@ options of :class:`IKRequest` come from :data:`ik_layer.OPTION_SPECS` (see
 :mod:`ik_layer.server.options`). Checks that need the robot (its frames, the
 size of a configuration) live in :mod:`ik_layer.server.decode`.
 
-Robots with several end-effector frames (``ee_frames`` in ``/v1/robots``) take and give one object per target
-mapping each frame name to a :class:`Pose` (:data:`Target`); robots with one frame take a plain :class:`Pose`
-(or that object with their one frame).
+A pose is given in any of the library's forms (:data:`PoseInput`): a :class:`Pose` object, a 7-vector
+``[x, y, z, qx, qy, qz, qw]`` or a 4x4 matrix (rows); each becomes a :class:`Pose` when validated, checked as
+:func:`ik_layer.lie.as_transform` checks the library's targets. Robots with several end-effector frames
+(``ee_frames`` in ``/v1/robots``) take one object per target mapping each frame name to a pose (:data:`Target`);
+robots with one frame take a plain pose (or that object with their one frame).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
+import torch
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -29,6 +32,8 @@ from pydantic import (
     model_validator,
 )
 
+from ik_layer.lie import QUATERNION_NORM_TOLERANCE, as_transform, check_quaternion_norm, matrix_to_pose
+from ik_layer.options import POSTURE_HELP
 from ik_layer.server.options import option_model
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "IKResponse",
     "IKSolution",
     "Pose",
+    "PoseInput",
     "RobotInfo",
     "RobotsResponse",
     "Target",
@@ -48,7 +54,7 @@ __all__ = [
 ]
 
 MAX_COORDINATE = 1e4  # [m] or [rad]: bound on positions, joint values and warm starts
-MIN_QUATERNION_NORM = 1e-6  # below it a quaternion (a target's, a floating base's) is refused as zero
+MIN_QUATERNION_NORM = 1e-6  # below it a floating base's quaternion in a configuration is refused as zero
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_COORDINATE, le=MAX_COORDINATE)]
 QuaternionPart = Annotated[float, Field(allow_inf_nan=False, ge=-1e6, le=1e6)]
@@ -59,17 +65,28 @@ Weight = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_WEIGHT)]
 
 _EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
 _EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
+_EXAMPLE_STANDING = [0.0] * 6 + [1.0] + [0.0, 0.0, -0.41, 0.86, -0.45, 0.0] * 2  # talos: base upright, knees bent
 _EXAMPLE_FEET = {  # talos on a floating base, ee_frames [left_sole_link, right_sole_link]: feet 10 cm apart
     "left_sole_link": {"position": [-0.02, 0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
     "right_sole_link": {"position": [-0.02, -0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
 }
 
-UNION_TAGS = ("<pose>", "<frames>", "<axes>")
+UNION_TAGS = ("<pose>", "<frames>", "<axes>", "<vector>", "<matrix>", "<row>", "<rows>")
 """Tags of the union members below; :func:`ik_layer.server.decode.parse` drops them from error locations."""
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_UNIT = f"norm 1 to within {QUATERNION_NORM_TOLERANCE:g}, normalised"
+
+
+def _unit(quaternion: list[float], name: str) -> list[float]:
+    """``quaternion`` normalised, if its norm is within the library's bound (:func:`check_quaternion_norm`)."""
+    norm = math.sqrt(sum(x * x for x in quaternion))
+    check_quaternion_norm(norm, name)
+    return [x / norm for x in quaternion]
 
 
 class Pose(_Request):
@@ -79,35 +96,71 @@ class Pose(_Request):
 
     position: Annotated[list[Coordinate], Field(min_length=3, max_length=3, description="x, y, z [m]")]
     orientation: Annotated[
-        list[QuaternionPart], Field(min_length=4, max_length=4, description="quaternion x, y, z, w (any non-zero norm)")
+        list[QuaternionPart], Field(min_length=4, max_length=4, description=f"quaternion x, y, z, w ({_UNIT})")
     ]
 
     @field_validator("orientation")
     @classmethod
     def _normalise(cls, value: list[float]) -> list[float]:
-        norm = math.sqrt(sum(x * x for x in value))
-        if norm <= MIN_QUATERNION_NORM:
-            raise ValueError(f"orientation quaternion has norm {norm:.3g}; it must be above {MIN_QUATERNION_NORM:g}")
-        return [x / norm for x in value]
+        return _unit(value, "orientation")
 
 
-def _pose_or_frames(value: Any) -> str:
-    """``<pose>`` for a pose (an object with ``position`` or ``orientation``), else ``<frames>``."""
-    if isinstance(value, Pose) or (isinstance(value, dict) and ("position" in value or "orientation" in value)):
-        return UNION_TAGS[0]
-    return UNION_TAGS[1]
+def _vector_pose(value: list[float]) -> Pose:
+    return Pose.model_construct(position=value[:3], orientation=_unit(value[3:], "the quaternion (entries 3:7)"))
 
+
+def _matrix_pose(value: list[list[float]]) -> Pose:
+    pose = matrix_to_pose(as_transform(torch.tensor(value, dtype=torch.float64), "transform")).tolist()
+    return Pose.model_construct(position=pose[:3], orientation=pose[3:])
+
+
+PoseVector = Annotated[
+    list[Coordinate],
+    Field(min_length=7, max_length=7, description=f"[x, y, z, qx, qy, qz, qw]: position [m], quaternion ({_UNIT})"),
+    AfterValidator(_vector_pose),
+]
+PoseMatrix = Annotated[
+    list[Annotated[list[Coordinate], Field(min_length=4, max_length=4)]],
+    Field(
+        min_length=4,
+        max_length=4,
+        description="4x4 homogeneous transform, by rows: a rotation orthonormal with determinant +1 to 1e-6 (write "
+        "it in full precision), translation [m], bottom row [0, 0, 0, 1]",
+    ),
+    AfterValidator(_matrix_pose),
+]
+
+
+def _pose_form(value: Any) -> str:
+    """The tag of a pose in one of its forms: ``<matrix>`` (a list of lists), ``<vector>`` (a list), ``<pose>``."""
+    if isinstance(value, list):
+        return UNION_TAGS[4] if value and isinstance(value[0], list) else UNION_TAGS[3]
+    return UNION_TAGS[0]
+
+
+def _target_form(value: Any) -> str:
+    """``<frames>`` for an object without ``position`` and ``orientation``, else the tag of its pose form."""
+    if isinstance(value, dict) and "position" not in value and "orientation" not in value:
+        return UNION_TAGS[1]
+    return _pose_form(value)
+
+
+_POSE_FORMS = (
+    Annotated[Pose, Tag(UNION_TAGS[0])]
+    | Annotated[PoseVector, Tag(UNION_TAGS[3])]
+    | Annotated[PoseMatrix, Tag(UNION_TAGS[4])]
+)
+PoseInput = Annotated[_POSE_FORMS, Discriminator(_pose_form)]
+"""A pose in any of the library's forms: a :class:`Pose` object, a 7-vector or a 4x4 matrix; a :class:`Pose`
+once validated."""
 
 FramePoses = Annotated[
-    dict[str, Pose],
+    dict[str, PoseInput],
     Field(description="end-effector frame name -> its pose; every frame of the robot's ee_frames, no other"),
 ]
-Target = Annotated[
-    Annotated[Pose, Tag(UNION_TAGS[0])] | Annotated[FramePoses, Tag(UNION_TAGS[1])],
-    Discriminator(_pose_or_frames),
-]
-"""One target: a :class:`Pose` (one-frame robots), or an object frame name -> :class:`Pose` (any robot; robots
-with several ``ee_frames`` need it, with every frame)."""
+Target = Annotated[_POSE_FORMS | Annotated[FramePoses, Tag(UNION_TAGS[1])], Discriminator(_target_form)]
+"""One target: a pose (one-frame robots; see :data:`PoseInput`), or an object frame name -> pose (any robot;
+robots with several ``ee_frames`` need it, with every frame). Validated, every pose is a :class:`Pose`."""
 
 
 def _some_axis(value: list[float]) -> list[float]:
@@ -134,16 +187,32 @@ Weights = Annotated[
 """Error weights: 6 numbers for every frame, or an object frame name -> 6 numbers (frames left out weigh ones)."""
 
 
+def _row_or_rows(value: Any) -> str:
+    return UNION_TAGS[6] if isinstance(value, list) and value and isinstance(value[0], list) else UNION_TAGS[5]
+
+
 class _IKTargets(_Request):
     targets: list[Target] = Field(
         min_length=1,
-        description="end-effector targets T_base_ee: a pose each, or with several ee_frames an object mapping "
-        "each frame name to its pose",
+        description="end-effector targets T_base_ee: a pose each ({position, orientation}, [x, y, z, qx, qy, qz, "
+        "qw] or a 4x4 matrix by rows), or with several ee_frames an object mapping each frame name to its pose",
     )
     warm_start: list[Configuration] | None = Field(
         None,
         description="one warm-start configuration per target, nq values each [rad or m]; with a floating base "
         "the base pose [x, y, z, qx, qy, qz, qw] first (non-zero quaternion), then the joints",
+    )
+    posture: (
+        Annotated[
+            Annotated[Configuration, Tag(UNION_TAGS[5])] | Annotated[list[Configuration], Tag(UNION_TAGS[6])],
+            Discriminator(_row_or_rows),
+        ]
+        | None
+    ) = Field(
+        None,
+        description=f"{POSTURE_HELP}: one configuration of nq values for every target, or one per target [rad or "
+        "m]; with a floating base the base pose [x, y, z, qx, qy, qz, qw] first (non-zero quaternion; it is not "
+        "pulled), then the joints",
     )
     weights: Weights | None = Field(
         None,
@@ -153,20 +222,24 @@ class _IKTargets(_Request):
     )
 
     @model_validator(mode="after")
-    def _one_warm_start_per_target(self) -> _IKTargets:
-        if self.warm_start is not None and len(self.warm_start) != len(self.targets):
-            raise ValueError(
-                f"warm_start has {len(self.warm_start)} rows but there are {len(self.targets)} targets; "
-                "give one per target"
-            )
+    def _one_row_per_target(self) -> _IKTargets:
+        per_target = {"warm_start": self.warm_start}
+        if self.posture and isinstance(self.posture[0], list):
+            per_target["posture"] = self.posture
+        for name, rows in per_target.items():
+            if rows is not None and len(rows) != len(self.targets):
+                raise ValueError(
+                    f"{name} has {len(rows)} rows but there are {len(self.targets)} targets; give one per target"
+                    + (" (or one configuration for all)" if name == "posture" else "")
+                )
         return self
 
 
 _IKOptions = option_model("IKOptions", _Request, optional=True)
 
 
-class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start, the solver options, return_gradient
-    """Targets to solve, optional warm starts and solver options (omitted: the server's defaults).
+class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture, weights, the solver options, ...
+    """Targets to solve, optional warm starts, posture, weights and solver options (omitted: the server's defaults).
 
     The solver options are the fields of :data:`ik_layer.OPTION_SPECS` (``num_seeds``, ``max_iterations``,
     ``position_tolerance``...), each optional and checked against its bounds.
@@ -185,7 +258,8 @@ class IKRequest(_IKOptions, _IKTargets):  # fields in order: targets, warm_start
                     "timeout": 0.5,
                     "return_gradient": True,
                 },
-                {"targets": [_EXAMPLE_FEET], "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
+                {"targets": [_EXAMPLE_POSE["position"] + _EXAMPLE_POSE["orientation"]], "posture": _EXAMPLE_Q},
+                {"targets": [_EXAMPLE_FEET], "posture": _EXAMPLE_STANDING, "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
             ]
         }
     )
@@ -250,7 +324,7 @@ class FKResponse(BaseModel):
     """One pose per configuration, in the order of the request: with several ee_frames an object frame -> pose."""
 
     robot: str
-    poses: list[Target] = Field(
+    poses: list[Pose | dict[str, Pose]] = Field(
         description="T_base_ee of each configuration (T_world_ee with a floating base); with several ee_frames an "
         "object mapping each frame name to its pose"
     )

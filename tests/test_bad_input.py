@@ -6,6 +6,7 @@ tests of test_kinematics.py and test_lie.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -16,6 +17,7 @@ import ik_layer
 from ik_layer import IKLayerError, RobotNotFound, ShapeError, SolveOptions
 from ik_layer.exceptions import DeviceError, DTypeError
 from ik_layer.lie import (
+    QUATERNION_NORM_TOLERANCE,
     as_transform,
     from_rotation_translation,
     invert_transform,
@@ -407,11 +409,31 @@ def test_normalize_quaternion_does_not_overflow(quaternion, dtype):
     torch.testing.assert_close(unit, (expected / expected.norm()).to(dtype))
 
 
-def test_pose_with_a_huge_quaternion_is_its_rotation():
+def test_pose_with_a_huge_quaternion_is_its_rotation_but_no_target():
     pose = torch.tensor([0.1, 0.2, 0.3, 0.0, 0.0, 1e300, 1e300], dtype=F64)
-    matrix = as_transform(pose)
     expected = so3_exp(torch.tensor([0.0, 0.0, torch.pi / 2], dtype=F64))
-    torch.testing.assert_close(matrix[:3, :3], expected)
+    torch.testing.assert_close(pose_to_matrix(pose)[:3, :3], expected)  # the math helper takes any norm
+    raises(ik_layer.IKLayerError, lambda: as_transform(pose, "goal"), "goal quaternion", "norm 1.414e+300")
+
+
+# 0.71 / 0.71: the entries of a unit quaternion written to two decimals (norm 1.0041), within the bound
+@pytest.mark.parametrize(
+    "scale", [1 - 0.999 * QUATERNION_NORM_TOLERANCE, 0.71 / math.sqrt(0.5), 1.0, 1 + 0.999 * QUATERNION_NORM_TOLERANCE]
+)
+def test_target_quaternions_near_unit_norm_are_normalised(scale):
+    quaternion = torch.tensor([0.0, 0.0, math.sqrt(0.5), math.sqrt(0.5)], dtype=F64)  # 90 degrees about z
+    matrix = as_transform(torch.cat((torch.zeros(3, dtype=F64), scale * quaternion)))
+    expected = so3_exp(torch.tensor([0.0, 0.0, torch.pi / 2], dtype=F64))
+    torch.testing.assert_close(matrix[:3, :3], expected, atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "scale", [0.0, 0.5, 1 - 1.01 * QUATERNION_NORM_TOLERANCE, 1 + 1.01 * QUATERNION_NORM_TOLERANCE, 2.0]
+)
+def test_target_quaternions_far_from_unit_norm_are_refused(scale):
+    rows = torch.tensor([[0, 0, 0, 0, 0, 0, 1.0]] * 3, dtype=F64)
+    rows[1, 3:] *= scale  # one bad row among good ones is found
+    raises(ik_layer.IKLayerError, lambda: as_transform(rows, "goal"), "goal quaternion", f"norm {scale:.4g}")
 
 
 def test_tiny_quaternion_is_still_refused_as_zero():

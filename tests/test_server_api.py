@@ -425,11 +425,20 @@ async def test_bad_raw_bodies_are_4xx(client: httpx.AsyncClient, case: str, raw:
     assert response.status_code == status, response.text
 
 
-async def test_bodies_not_declared_as_json_are_415(client: httpx.AsyncClient) -> None:
+async def test_bodies_not_declared_as_json_are_415(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
     raw = json.dumps(ik_body()).encode()
-    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-        response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": content_type})
-        assert response.status_code == 415 and "application/json" in response.json()["detail"]
+    # What a web page may send cross-origin without a preflight: no Content-Type, text and form types.
+    solved = sample(app, "ik_layer_rows_admitted_total", {"robot": "planar3"})
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        headers = {} if content_type is None else {"content-type": content_type}
+        for route in ("ik", "fk"):
+            body = raw if route == "ik" else json.dumps({"q": [[0.0, 0.0, 0.0]]}).encode()
+            response = await client.post(f"/v1/robots/planar3/{route}", content=body, headers=headers)
+            assert response.status_code == 415, (content_type, route, response.text)
+            assert response.headers["content-type"] == "application/json"
+            assert "application/json" in response.json()["detail"]
+    assert sample(app, "ik_layer_rows_admitted_total", {"robot": "planar3"}) == solved  # nothing was solved
     for content_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
         response = await client.post("/v1/robots/planar3/ik", content=raw, headers={"content-type": content_type})
         assert response.status_code == 200, response.text
@@ -515,7 +524,7 @@ async def test_position_only_weights_ignore_the_orientation(api: tuple[FastAPI, 
     app, client = api
     robot = robot_of(app, "ur5e")
     _, targets = reachable(robot, 4, seed=21)
-    anywhere = [{**t, "orientation": [0.3, -0.2, 0.9, 0.1]} for t in targets]  # no answer has this orientation
+    anywhere = [{**t, "orientation": [0.31, -0.21, 0.92, 0.11]} for t in targets]  # no answer has this orientation
     body = {"targets": anywhere, "weights": [1, 1, 1, 0, 0, 0], "return_gradient": True}
     solutions = (await client.post("/v1/robots/ur5e/ik", json=body)).json()["solutions"]
     assert all(s["success"] for s in solutions) and all(s["orientation_error"] == 0 for s in solutions)

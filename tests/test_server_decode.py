@@ -28,8 +28,8 @@ def planar3() -> ik_layer.Robot:
 
 def ik_request(**fields: object) -> IKRequest:
     targets = [
-        {"position": [0.5, 0.25, 0.0], "orientation": [0.0, 0.0, 0.0, 2.0]},
-        {"position": [0.1, -0.2, 0.0], "orientation": [0.0, 0.0, 1.0, 1.0]},
+        {"position": [0.5, 0.25, 0.0], "orientation": [0.0, 0.0, 0.0, 1.005]},
+        {"position": [0.1, -0.2, 0.0], "orientation": [0.0, 0.0, 0.71, 0.71]},  # to two decimals: norm 1.0041
     ]
     return IKRequest.model_validate({"targets": targets, **fields})
 
@@ -107,7 +107,7 @@ def decode(robot: ik_layer.Robot, body: dict[str, object]) -> IKJob:
 def test_multi_frame_targets_are_n_f_7_in_the_robots_frame_order(solo: ik_layer.Robot) -> None:
     q, targets = feet_targets(solo, 3)
     shuffled = [dict(reversed(list(t.items()))) for t in targets]  # JSON key order does not matter
-    shuffled[0]["HR_FOOT"] = {**shuffled[0]["HR_FOOT"], "orientation": [0.0, 0.0, 0.0, 3.0]}  # normalised
+    shuffled[0]["HR_FOOT"] = {**shuffled[0]["HR_FOOT"], "orientation": [0.0, 0.0, 0.0, 0.995]}  # normalised
     job = decode(solo, {"targets": shuffled, "warm_start": q.tolist()})
     want = matrix_to_pose(solo.fk(q))
     want[0, 3, 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0])
@@ -179,11 +179,78 @@ def bad_feet(solo_targets: list[dict[str, object]]) -> list[tuple[str, dict[str,
             "at least 3",
         ),
         (
+            "far from a unit quaternion",
+            {"targets": [{**target, "FR_FOOT": {"position": [0, 0, 0], "orientation": [0, 0, 0, 1.02]}}]},
+            ("body", "targets", 0, "FR_FOOT", "orientation"),
+            "orientation has norm 1.02; a quaternion (x, y, z, w) must have norm 1 to within 0.01",
+        ),
+        (
             "a frame that is not a pose",
-            {"targets": [{**target, "FR_FOOT": [0, 0, 0, 0, 0, 0, 1]}]},
+            {"targets": [{**target, "FR_FOOT": "FR"}]},
             ("body", "targets", 0, "FR_FOOT"),
             "object",
         ),
+        (
+            "a frame of 6 numbers",
+            {"targets": [{**target, "FR_FOOT": [0, 0, 0, 0, 0, 1]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "at least 7",
+        ),
+        (
+            "a 7-vector of a frame with a zero quaternion",
+            {"targets": [{**target, "FR_FOOT": [0, 0, 0, 0, 0, 0, 0]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "the quaternion (entries 3:7) has norm 0",
+        ),
+        (
+            "a 4x4 of a frame that is not rigid",
+            {"targets": [{**target, "FR_FOOT": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1.1, 0], [0, 0, 0, 1]]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "transform rotation blocks must be orthonormal with determinant +1",
+        ),
+        (
+            "a mirror 4x4",
+            {"targets": [{**target, "FR_FOOT": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, -1, 0], [0, 0, 0, 1]]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "determinant +1",
+        ),
+        (
+            "a 4x4 with a bad bottom row",
+            {"targets": [{**target, "FR_FOOT": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "bottom rows must be [0, 0, 0, 1]",
+        ),
+        (
+            "a 3x4 of a frame",
+            {"targets": [{**target, "FR_FOOT": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]}]},
+            ("body", "targets", 0, "FR_FOOT"),
+            "at least 4",
+        ),
+        (
+            "posture of dof values",
+            {"targets": [target], "posture": warm[1:]},
+            ("body", "posture"),
+            "posture has 18 values but solo has 19 values (7 base + 12 joints)",
+        ),
+        (
+            "one posture row of a wrong length",
+            {"targets": [target, target], "posture": [warm, warm[1:]]},
+            ("body", "posture", 1),
+            "posture[1] has 18 values",
+        ),
+        (
+            "postures for fewer targets",
+            {"targets": [target, target], "posture": [warm]},
+            ("body",),
+            "posture has 1 rows but there are 2 targets",
+        ),
+        (
+            "posture with a zero base quaternion",
+            {"targets": [target], "posture": warm[:3] + [0.0] * 4 + warm[7:]},
+            ("body", "posture"),
+            "zero base quaternion",
+        ),
+        ("posture as text", {"targets": [target], "posture": "standing"}, ("body", "posture"), "valid array"),
         (
             "weights of an unknown frame",
             {"targets": [target], "weights": {"nose": [1] * 6}},
@@ -253,3 +320,26 @@ def test_fk_configurations_have_nq_values_and_a_non_zero_base_quaternion(solo: i
     with pytest.raises(FieldError, match=r"q\[0\] has a zero base quaternion") as caught:
         fk_configurations(solo, FKRequest(q=zero.tolist()), SOLO_SETTINGS)
     assert caught.value.loc == ("body", "q", 0)
+
+
+def test_a_target_is_a_pose_object_a_7_vector_or_a_4x4_matrix_alike(solo: ik_layer.Robot) -> None:
+    q, objects = feet_targets(solo, 2, seed=3)
+    poses = matrix_to_pose(solo.fk(q))  # (2, 4, 7)
+    vectors = [dict(zip(FEET, row, strict=True)) for row in poses.tolist()]
+    matrices = [dict(zip(FEET, row, strict=True)) for row in solo.fk(q).tolist()]
+    mixed = [{**vectors[0], "FL_FOOT": objects[0]["FL_FOOT"], "HR_FOOT": matrices[0]["HR_FOOT"]}, matrices[1]]
+    for targets in (objects, vectors, matrices, mixed):
+        job = decode(solo, {"targets": targets})
+        assert job.targets.shape == (2, 4, 7)
+        torch.testing.assert_close(job.targets, poses, rtol=0, atol=1e-15)  # a 4x4 goes by its quaternion
+
+
+def test_posture_is_one_configuration_for_every_target_or_one_per_target(solo: ik_layer.Robot) -> None:
+    q, targets = feet_targets(solo, 3, seed=4)
+    job = decode(solo, {"targets": targets, "posture": q[0].tolist()})
+    assert job.posture is not None and job.posture.shape == (3, 19)
+    torch.testing.assert_close(job.posture, q[0].expand(3, 19), rtol=0, atol=0)
+    job = decode(solo, {"targets": targets, "posture": q.tolist()})
+    assert job.posture is not None
+    torch.testing.assert_close(job.posture, q, rtol=0, atol=0)
+    assert decode(solo, {"targets": targets}).posture is None

@@ -365,11 +365,14 @@ def test_pose_and_matrix_targets_give_the_same_answer() -> None:
     b = solve(robot, matrix_to_pose(target), generator=gen(35))
     assert torch.equal(a.success, b.success) and torch.equal(a.iterations, b.iterations)
     torch.testing.assert_close(a.q, b.q, rtol=0, atol=1e-6)
-    # Non-unit quaternions are normalised: the same pose at any scale.
+    # Quaternions within QUATERNION_NORM_TOLERANCE of unit norm are normalised: the same pose; farther ones raise.
     pose = matrix_to_pose(target)
-    pose[:, 3:] *= 3.0
+    pose[:, 3:] *= 1.009
     c = solve(robot, pose, generator=gen(35))
     torch.testing.assert_close(a.q, c.q, rtol=0, atol=1e-6)
+    pose[:, 3:] *= 3.0
+    with pytest.raises(IKLayerError, match=r"target quaternion has norm 3\.027"):
+        solve(robot, pose, generator=gen(35))
 
 
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3), (0,)])
@@ -455,7 +458,7 @@ F64 = torch.float64
         ({"target": torch.zeros(4, 3, 3, dtype=F64)}, "target", ShapeError),
         ({"target": torch.full((2, 7), float("nan"), dtype=F64)}, "target", NonFiniteError),
         ({"target": torch.full((2, 4, 4), float("inf"), dtype=F64)}, "target", NonFiniteError),
-        ({"target": torch.tensor([[0.3, 0, 0.5, 0, 0, 0, 0]], dtype=F64)}, "target", NonFiniteError),
+        ({"target": torch.tensor([[0.3, 0, 0.5, 0, 0, 0, 0]], dtype=F64)}, "quaternion has norm 0", IKLayerError),
         ({"target": torch.eye(4)}, "target", IKLayerError),  # float32 target, float64 robot
         ({"target": np.eye(4)}, "target", ShapeError),
         ({"warm_start": torch.zeros(5, dtype=F64)}, "warm_start", ShapeError),
