@@ -69,6 +69,7 @@ def run(url: str) -> int:
 
 
 def main() -> int:
+    torch.set_num_threads(1)  # small tensors: more threads only wait for each other (and for other processes)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="the service (default: start one for this example)")
     args = parser.parse_args()

@@ -50,6 +50,7 @@ def pinocchio_poses(urdf: Path, robot: ik_layer.Robot, q: torch.Tensor) -> np.nd
 
 
 def main() -> int:
+    torch.set_num_threads(1)  # small tensors: more threads only wait for each other (and for other processes)
     urdf = talos_urdf()
     robot = ik_layer.load_robot(urdf, ee_frames=FRAMES, floating_base=True)
     g = torch.Generator().manual_seed(0)
