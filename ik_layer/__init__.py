@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
+    from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
         DeviceError,
@@ -25,7 +26,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
         ShapeError,
         UnsupportedModelError,
     )
-    from ik_layer.engine import Engine
     from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
     from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
     from ik_layer.kinematics import Robot, load_robot

@@ -16,9 +16,37 @@ import numpy as np
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 
-__all__ = ["as_checked", "check_rigid", "matrix_to_pose", "pose_to_matrix", "rotation_entries"]
+__all__ = [
+    "QUATERNION_NORM_TOLERANCE",
+    "as_checked",
+    "check_quaternion_norm",
+    "check_rigid",
+    "matrix_to_pose",
+    "pose_to_matrix",
+    "rotation_entries",
+]
 
 MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.lie's)
+
+QUATERNION_NORM_TOLERANCE = 0.01
+"""How far from 1 the norm of a target's quaternion may be, ``| |q| - 1 | <= 0.01``; it is then normalised.
+
+Targets (:func:`as_transform`, the server's poses) are data: 0.01 takes any unit quaternion written to two
+decimals (each entry off by at most 0.005, so the norm by at most 0.01), float32 and float16 round-off, and
+whatever ROS's tf2 takes (it refuses ``| |q|^2 - 1 | > 0.01``, a norm about 0.005 from 1). It refuses what is
+not a unit quaternion: zeros, Euler angles or an axis-angle in four numbers, degrees. The math helpers
+(:func:`normalize_quaternion`, :func:`quaternion_to_matrix`, :func:`pose_to_matrix`) take any non-zero norm.
+"""
+
+
+def check_quaternion_norm(norm: float, name: str) -> None:
+    """Raise an :class:`IKLayerError` naming ``name`` unless ``norm`` is within
+    :data:`QUATERNION_NORM_TOLERANCE` of 1."""
+    if not abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:  # "not <=": a NaN norm fails too
+        raise IKLayerError(
+            f"{name} has norm {norm:.4g}; a quaternion (x, y, z, w) must have norm 1 to within "
+            f"{QUATERNION_NORM_TOLERANCE:g} (it is then normalised)"
+        )
 
 
 def check_rigid(t: Any, name: str) -> None:
@@ -49,7 +77,8 @@ def check_rigid(t: Any, name: str) -> None:
 
 def as_checked(x: np.ndarray, name: str) -> np.ndarray:
     """``x``, checked as :func:`ik_layer.lie.as_transform` checks a target: shape (..., 7) or (..., 4, 4), finite
-    values, rigid transforms and non-zero quaternions; poses stay poses, transforms stay transforms.
+    values, rigid transforms and quaternions of norm 1 (to :data:`QUATERNION_NORM_TOLERANCE`); poses stay poses,
+    transforms stay transforms.
 
     Raises:
         ShapeError: another shape.
@@ -63,6 +92,9 @@ def as_checked(x: np.ndarray, name: str) -> np.ndarray:
         raise NonFiniteError(f"{name} holds NaN or infinite values")
     if is_pose:
         _unit_quaternion(x[..., 3:], f"{name} quaternion")
+        if x.size:
+            norm = np.linalg.norm(x[..., 3:], axis=-1).ravel()
+            check_quaternion_norm(float(norm[abs(norm - 1).argmax()]), f"{name} quaternion")
     else:
         check_rigid(x, name)
     return x

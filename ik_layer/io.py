@@ -13,7 +13,7 @@ Three formats, chosen by the file suffix:
   list-valued key per field (``{"pose": [...]}``, ``{"q": [...]}``).
 
 Every row read keeps its 1-based source line (row number for NumPy files), so
-invalid rows (NaN, infinite or non-numeric values, zero quaternions, zero base
+invalid rows (NaN, infinite or non-numeric values, quaternions not of unit norm, zero base
 quaternions) are reported where a person can find them.
 
 A file that cannot be read as rows raises :class:`~ik_layer.exceptions.InputFileError` with a one-line
@@ -35,7 +35,7 @@ from typing import Literal, TextIO
 import numpy as np
 
 from ik_layer.exceptions import InputFileError
-from ik_layer.host import matrix_to_pose
+from ik_layer.host import QUATERNION_NORM_TOLERANCE, matrix_to_pose
 
 __all__ = [
     "BASE_COLUMNS",
@@ -164,11 +164,12 @@ def read_q(path: str | Path, columns: Sequence[str]) -> Rows:
 
 
 def invalid_poses(values: np.ndarray) -> np.ndarray:
-    """(N,) bool: pose rows (N, 7 * F) with a non-finite value or a zero quaternion in any of their F poses."""
+    """(N,) bool: pose rows (N, 7 * F) with a non-finite value or a quaternion whose norm is not 1 (to within
+    :data:`~ik_layer.host.QUATERNION_NORM_TOLERANCE`, as targets must be) in any of their F poses."""
     poses = values.reshape(len(values), -1, len(POSE_COLUMNS))
     finite = np.isfinite(poses).all(axis=(1, 2))
     norms = np.linalg.norm(np.where(np.isfinite(poses[..., 3:]), poses[..., 3:], 0.0), axis=-1)
-    return ~finite | (norms < 1e-12).any(axis=1)
+    return ~finite | (abs(norms - 1) > QUATERNION_NORM_TOLERANCE).any(axis=1)
 
 
 def invalid_q(values: np.ndarray, floating_base: bool = False) -> np.ndarray:

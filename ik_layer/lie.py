@@ -17,36 +17,17 @@ microseconds instead of a few torch calls each).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from ik_layer.exceptions import DeviceError, DTypeError, NonFiniteError, ShapeError
-from ik_layer.host import MIN_QUATERNION_NORM, check_rigid, rotation_entries
+from ik_layer.host import MIN_QUATERNION_NORM, check_quaternion_norm, check_rigid, rotation_entries
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
-
-
-QUATERNION_NORM_TOLERANCE = 0.01
-"""How far from 1 the norm of a target's quaternion may be, ``| |q| - 1 | <= 0.01``; it is then normalised.
-
-Targets (:func:`as_transform`, the server's poses) are data: 0.01 takes any unit quaternion written to two
-decimals (each entry off by at most 0.005, so the norm by at most 0.01), float32 and float16 round-off, and
-whatever ROS's tf2 takes (it refuses ``| |q|^2 - 1 | > 0.01``, a norm about 0.005 from 1). It refuses what is
-not a unit quaternion: zeros, Euler angles or an axis-angle in four numbers, degrees. The math helpers
-(:func:`normalize_quaternion`, :func:`quaternion_to_matrix`, :func:`pose_to_matrix`) take any non-zero norm.
-"""
-
-
-def check_quaternion_norm(norm: float, name: str) -> None:
-    """Raise an :class:`IKLayerError` naming ``name`` unless ``norm`` is within
-    :data:`QUATERNION_NORM_TOLERANCE` of 1."""
-    if not abs(norm - 1.0) <= QUATERNION_NORM_TOLERANCE:  # "not <=": a NaN norm fails too
-        raise IKLayerError(
-            f"{name} has norm {norm:.4g}; a quaternion (x, y, z, w) must have norm 1 to within "
-            f"{QUATERNION_NORM_TOLERANCE:g} (it is then normalised)"
-        )
 
 
 def _check_unit_quaternions(q: Tensor | np.ndarray, name: str) -> None:

@@ -32,7 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from ik_layer.lie import QUATERNION_NORM_TOLERANCE, as_transform, check_quaternion_norm, matrix_to_pose
+from ik_layer.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
+from ik_layer.lie import as_transform, matrix_to_pose
 from ik_layer.options import POSTURE_HELP
 from ik_layer.server.options import option_model
 

@@ -16,8 +16,8 @@ import torch
 import ik_layer
 from ik_layer import IKLayerError, RobotNotFound, ShapeError, SolveOptions
 from ik_layer.exceptions import DeviceError, DTypeError
+from ik_layer.host import QUATERNION_NORM_TOLERANCE
 from ik_layer.lie import (
-    QUATERNION_NORM_TOLERANCE,
     as_transform,
     from_rotation_translation,
     invert_transform,

@@ -27,6 +27,7 @@ from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, chain_struct, warp_ty
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
+from ik_layer.warp_runtime import init_warp
 
 __all__ = ["Array", "Readout", "Slots", "compact_index"]
 
@@ -75,7 +76,7 @@ class Slots(ABC):
         self.capacity = capacity
         self.device = robot.device
         self.dtype = robot.dtype
-        wp.init()
+        init_warp()
         f, vec2, vec3, vec6, mat33 = warp_types(self.dtype)
         self.layout = Layout.of(robot)
         n, nq, frames = capacity, robot.nq, self.layout.frames
