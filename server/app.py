@@ -19,7 +19,7 @@ from ik_layer.server.loading import load_robots, warm_up
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
 from ik_layer.server.schemas import FKRequest, IKRequest
-from ik_layer.server.settings import Settings
+from ik_layer.server.settings import Settings, cuda_missing_reason
 from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker
 
@@ -72,6 +72,8 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot
     """Load and warm up the robots, start one engine worker each, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
+    if settings.device == "auto" and state.device == "cpu":
+        _log.warning("device auto: serving on the CPU: %s", cuda_missing_reason())
     try:
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)

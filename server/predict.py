@@ -15,12 +15,12 @@ from torch import Tensor
 
 import ik_layer
 from ik_layer import IKResult, NonFiniteError, Robot
-from ik_layer.engine import ROW_STATUS, Engine, Request
+from ik_layer.engine import ROW_STATUS, Request
 from ik_layer.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
 from ik_layer.solver import Problem
 
-__all__ = ["Prediction", "assemble", "fk_poses", "prepare", "submit_part"]
+__all__ = ["Prediction", "assemble", "fk_poses", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -59,23 +59,6 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
         batch = torch.Size([job.rows])
         problems.append(Problem(batch, target, row_weights, warm_start, posture, job.options))
     return problems
-
-
-def submit_part(engine: Engine, problem: Problem, rows: slice, seed: int, deadline: float) -> Request:
-    """Queue the targets ``rows`` of ``problem`` on ``engine``: the first seeds start at the warm start, then the
-    posture (when given), as :func:`ik_layer.engine.solve_problem`; the others at random ones that the kernel draws
-    from ``seed``'s streams."""
-    given = [x[rows] for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
-    posture = None if problem.posture is None else problem.posture[rows]
-    return engine.submit(
-        problem.target[rows],
-        torch.stack(given, dim=1) if given else None,
-        problem.options,
-        weights=problem.weights[rows],
-        posture=posture,
-        seed=seed,
-        deadline=deadline,
-    )
 
 
 def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:

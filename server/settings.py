@@ -95,7 +95,9 @@ class Settings(_SolveDefaults):
     @classmethod
     def _cuda_present(cls, value: str) -> str:
         if value == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device 'cuda' asked for but torch sees no CUDA device; use 'cpu' or 'auto'")
+            raise ValueError(
+                f"device 'cuda' asked for but torch sees no CUDA device ({cuda_missing_reason()}); use 'cpu' or 'auto'"
+            )
         return value
 
     def solve_options(self) -> SolveOptions:
@@ -111,6 +113,18 @@ class Settings(_SolveDefaults):
     def torch_dtype(self) -> torch.dtype:
         """The torch dtype named by :attr:`dtype`."""
         return torch.float32 if self.dtype == "float32" else torch.float64
+
+
+def cuda_missing_reason() -> str:
+    """Why torch sees no CUDA device, in words a person can act on."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU build (the README's GPU section says how to get the CUDA one)"
+    major = int(torch.version.cuda.split(".")[0])
+    driver = " (CUDA 13 builds need driver >= 580)" if major >= 13 else ""
+    return (
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}) finds no usable GPU: no NVIDIA driver, no device, "
+        f"or a driver too old for this build{driver}"
+    )
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:

@@ -38,7 +38,8 @@ def test_pose_to_matrix_equals_the_torch_one_and_inverts_matrix_to_pose():
     ("value", "error", "message"),
     [
         (np.zeros((2, 6)), ShapeError, r"shape \(\.\.\., 7\) or \(\.\.\., 4, 4\)"),
-        (np.array([0.0, 0, 0, 0, 0, 0, 0]), NonFiniteError, "zero norm"),
+        (np.array([0.0, 0, 0, 0, 0, 0, 0]), IKLayerError, "norm 0; a quaternion"),
+        (np.array([0.0, 0, 0, 0, 0, 0, 5]), IKLayerError, "norm 5; a quaternion"),
         (np.array([0.0, 0, np.nan, 0, 0, 0, 1]), NonFiniteError, "NaN"),
         (np.diag([1.0, 1.0, -1.0, 1.0]), IKLayerError, "determinant"),
         (np.diag([1.0, 1.0, 1.0, 2.0]), IKLayerError, "bottom rows"),
@@ -55,7 +56,7 @@ def test_as_checked_refuses_what_as_transform_refuses(value, error, message):
 def test_as_checked_keeps_valid_inputs_and_check_rigid_takes_tensors():
     t = random_transforms(3, seed=3)
     assert host.as_checked(t.numpy(), "t") is not None and host.as_checked(
-        np.array([1.0, 2, 3, 0, 0, 0, 5]), "p"
+        np.array([1.0, 2, 3, 0, 0, 0, 1.005]), "p"
     ).shape == (7,)
     host.check_rigid(t, "t")  # tensors too (as_transform's path for large or GPU inputs)
     t[1, 0, 0] += 1e-3

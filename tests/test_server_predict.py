@@ -10,10 +10,10 @@ import torch
 
 import ik_layer
 from ik_layer import IKResult, NonFiniteError, SolveOptions
-from ik_layer.engine import Engine
+from ik_layer.engine import Engine, submit_problem
 from ik_layer.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
-from ik_layer.server.predict import assemble, fk_poses, prepare, submit_part
+from ik_layer.server.predict import assemble, fk_poses, prepare
 
 OPTIONS = SolveOptions(num_seeds=2, max_iterations=40)
 
@@ -35,7 +35,7 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
     (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
     parts = [
-        submit_part(engine, problem, slice(a, b), seed, deadline)
+        submit_problem(engine, problem, seed, slice(a, b), deadline)
         for seed, (a, b) in enumerate(zip(edges, cuts, strict=False))
     ]
     engine.run()

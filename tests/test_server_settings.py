@@ -67,6 +67,24 @@ def test_cuda_without_a_cuda_device_is_refused_up_front() -> None:
     assert Settings(device="auto").torch_device() == torch.device("cpu")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fallback of auto on a machine without CUDA")
+def test_auto_without_cuda_says_so_loudly_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    import anyio
+
+    from ik_layer.server import create_app
+
+    async def start_and_stop() -> None:
+        app = create_app(Settings(robots=["planar3"], device="auto"))
+        async with app.router.lifespan_context(app):
+            assert app.state.ik.device == "cpu"
+
+    with caplog.at_level("WARNING"):
+        anyio.run(start_and_stop)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "device auto" in r.getMessage()]
+    assert len(warnings) == 1 and "serving on the CPU" in warnings[0].getMessage()
+    assert "CPU build" in warnings[0].getMessage() or "no usable GPU" in warnings[0].getMessage()
+
+
 def test_serve_reports_invalid_flags_with_exit_status_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert serve(["--queue-limit", "0"]) == 2
     assert "queue_limit" in capsys.readouterr().err

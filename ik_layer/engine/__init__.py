@@ -46,23 +46,37 @@ __all__ = [
     "lm_block_kernel",
     "open_store",
     "solve_problem",
+    "submit_problem",
     "solve_with_kernel",
 ]
 
 
-def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
-    """Solve a checked :class:`~ik_layer.solver.Problem` on ``engine``: admit every target, run until all retired.
+def submit_problem(
+    engine: Engine, problem: Problem, seed: int, rows: slice = slice(None), deadline: float | None = None
+) -> Request:
+    """Queue the targets ``rows`` of a checked :class:`~ik_layer.solver.Problem` on ``engine`` (any thread).
 
     A target's first seeds start at its warm start, then its posture (when given), else uniform in the
     limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
-    seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
-    The caller owns ``engine`` (one worker at a time).
+    seed starts (up to ``options.num_seeds``) when a target's newest one stalls. ``deadline`` as
+    :meth:`Engine.submit`'s.
     """
-    given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
-    start = torch.stack(given, dim=1) if given else None  # None: random starts drawn by the kernel
-    request = engine.submit(
-        problem.target, start, problem.options, weights=problem.weights, posture=problem.posture, seed=seed
+    given = [x[rows] for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
+    return engine.submit(
+        problem.target[rows],
+        torch.stack(given, dim=1) if given else None,  # None: random starts drawn by the kernel
+        problem.options,
+        weights=problem.weights[rows],
+        posture=None if problem.posture is None else problem.posture[rows],
+        seed=seed,
+        deadline=deadline,
     )
+
+
+def solve_problem(engine: Engine, problem: Problem, seed: int) -> IKResult:
+    """Solve a checked :class:`~ik_layer.solver.Problem` on ``engine``: admit every target (as
+    :func:`submit_problem`), run until all retired. The caller owns ``engine`` (one worker at a time)."""
+    request = submit_problem(engine, problem, seed)
     engine.run(request)
     return request.result(problem.batch)
 
