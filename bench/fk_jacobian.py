@@ -2,7 +2,9 @@
 
 For each robot (panda, ur5e), dtype (float64, float32) and batch size (1, 100, 10k), on the CPU:
 
-* ``ours``:     ``robot.fk_jacobian(q)``, one batched analytic pass.
+* ``ours``:     ``robot.fk_jacobian(q)``: one fused warp kernel (q without grad).
+* ``autograd``:  ``robot.kinematics(q, jacobian=True)``: ours in eager torch, the path ``fk_jacobian`` takes when
+  ``q`` requires grad (the fused kernel's reference).
 * ``pinocchio``: one Python call per configuration, the fastest of
   (a) ``computeJointJacobians`` + ``updateFramePlacements`` + ``getFrameJacobian`` and
   (b) ``forwardKinematics`` + ``updateFramePlacements`` + ``computeFrameJacobian``
@@ -114,8 +116,10 @@ def bench_robot(name: str, batches: list[int], budget_s: float, rows: list[list[
         pin_pose = torch.tensor(np.array([p for p, _ in pin_out]), dtype=dtype)
         pin_jac = torch.tensor(np.array([j for _, j in pin_out]), dtype=dtype)
         jr_jac = twist_from_pose_jacobian(jacrev_fn(q), pose)
+        eager_pose, eager_jac = robot.kinematics(q, jacobian=True)
         print(
             f"{name} {dtype_name}: max |diff| vs ours (pose, J): "
+            f"autograd ({(eager_pose - pose).abs().max():.1e}, {(eager_jac - jac).abs().max():.1e}), "
             f"pinocchio ({(pin_pose - pose).abs().max():.1e}, {(pin_jac - jac).abs().max():.1e}), "
             f"pk ({(pk_pose - pose).abs().max():.1e}, {(pk_jac - jac).abs().max():.1e}), "
             f"jacrev (-, {(jr_jac - jac).abs().max():.1e}) [jacrev via {jacrev_kind}]"
@@ -124,6 +128,7 @@ def bench_robot(name: str, batches: list[int], budget_s: float, rows: list[list[
         for batch in batches:
             q = robot.random_q((batch,), generator=gen)
             t_ours = time_per_config(lambda: robot.fk_jacobian(q), batch, budget_s)
+            t_eager = time_per_config(lambda: robot.kinematics(q, jacobian=True), batch, budget_s)
             _, pin_a, pin_b = pinocchio_runner(robot64, q.double())
             t_pin_a = time_per_config(pin_a, batch, budget_s, repeats=3)
             t_pin_b = time_per_config(pin_b, batch, budget_s, repeats=3)
@@ -131,11 +136,13 @@ def bench_robot(name: str, batches: list[int], budget_s: float, rows: list[list[
             t_pk = time_per_config(lambda: chain.jacobian(q, ret_eef_pose=True), batch, budget_s)
             t_jr = time_per_config(lambda: jacrev_fn(q), batch, budget_s, repeats=3)
             rows.append([
-                name, dtype_name, f"{batch:,}", f"{t_ours:.2f}", f"{t_pin:.2f}", f"{t_pk:.2f}", f"{t_jr:.2f}",
-                f"{t_pin / t_ours:.1f}x", f"{t_pk / t_ours:.1f}x", f"{t_jr / t_ours:.1f}x",
+                name, dtype_name, f"{batch:,}", f"{t_ours:.2f}", f"{t_eager:.2f}", f"{t_pin:.2f}", f"{t_pk:.2f}",
+                f"{t_jr:.2f}", f"{t_eager / t_ours:.1f}x", f"{t_pin / t_ours:.1f}x", f"{t_pk / t_ours:.1f}x",
+                f"{t_jr / t_ours:.1f}x",
             ])  # fmt: skip
             which = "computeJointJacobians" if t_pin_a <= t_pin_b else "computeFrameJacobian"
-            print(f"  batch {batch:>6}: ours {t_ours:8.2f} us  pinocchio {t_pin:6.2f} us ({which})  "
+            print(f"  batch {batch:>6}: ours {t_ours:8.2f} us  autograd {t_eager:8.2f} us  "
+                  f"pinocchio {t_pin:6.2f} us ({which})  "
                   f"pk {t_pk:8.2f} us  jacrev {t_jr:8.2f} us")  # fmt: skip
 
 
@@ -154,8 +161,8 @@ def main() -> None:
     rows: list[list[str]] = []
     for name in ROBOTS:
         bench_robot(name, batches, budget, rows)
-    header = ["robot", "dtype", "batch", "ours [us]", "pinocchio [us]", "pk [us]", "vmap(jacrev) [us]",
-              "pinocchio/ours", "pk/ours", "jacrev/ours"]  # fmt: skip
+    header = ["robot", "dtype", "batch", "ours [us]", "autograd [us]", "pinocchio [us]", "pk [us]",
+              "vmap(jacrev) [us]", "autograd/ours", "pinocchio/ours", "pk/ours", "jacrev/ours"]  # fmt: skip
     print("\nPer-configuration time of pose + Jacobian (pinocchio: float64, one Python call per configuration)\n")
     print(markdown_table(header, rows, text_columns=2))
 

@@ -365,9 +365,10 @@ class Robot(nn.Module):
     def fk(self, q: Tensor) -> Tensor:
         """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., nq), or (..., F, 4, 4); differentiable.
 
-        With a floating base the pose is in the world (``T_world_ee``).
+        With a floating base the pose is in the world (``T_world_ee``). Differentiable when ``q`` requires grad;
+        otherwise computed by one fused kernel (as :meth:`fk_jacobian`).
         """
-        return self.kinematics(self.check_q(q), jacobian=False)[0]
+        return self._forward(self.check_q(q), jacobian=False)[0]
 
     def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
         """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass; with F frames
@@ -376,9 +377,18 @@ class Robot(nn.Module):
         Jacobian rows are [linear; angular], origin at the end-effector frame, axes of the base (the world
         with a floating base: Pinocchio's ``LOCAL_WORLD_ALIGNED``); a mimic joint's motion is in its leader's
         column; a floating base's columns come first, for its twist in its own frame.
+
+        Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes both
+        (:mod:`ik_layer.engine.fk`), with the same values.
         """
-        pose, jac = self.kinematics(self.check_q(q), jacobian=True)
+        pose, jac = self._forward(self.check_q(q), jacobian=True)
         return pose, jac  # type: ignore[return-value]
+
+    def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+        """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
+        from ik_layer.engine import fk  # the engine imports this module
+
+        return fk.forward(self, q, jacobian=jacobian) if fk.takes(q) else self.kinematics(q, jacobian=jacobian)
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:
         """Pinocchio configuration (..., model.nq) of :attr:`model` at ``q`` (..., nq): continuous joints as

@@ -75,6 +75,7 @@ __all__ = [
     "RUNNING",
     "SOLVED",
     "Layout",
+    "bind_chain",
     "chain_struct",
     "damping_floor",
     "lm_block_kernel",
@@ -175,6 +176,37 @@ def chain_struct(dtype: torch.dtype) -> type:
     return Chain
 
 
+def bind_chain(robot: Robot, layout: Layout) -> tuple[object, dict[str, torch.Tensor]]:
+    """The :func:`chain_struct` of ``robot`` (warp views of its chain buffers, F x length entries in a row, int32
+    flags and indices, each frame's tip split in rotation and position) and the tensors it views, which the caller
+    keeps alive as long as the struct."""
+    frames, entries = layout.frames, layout.frames * layout.length
+    tip = robot._tip.reshape(frames, 4, 4)
+    tensors = {
+        "place_rot": robot._place_rot.reshape(entries, 3, 3).contiguous(),
+        "place_rot_k": robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
+        "place_rot_k2": robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
+        "place_pos": robot._place_pos.reshape(entries, 3).contiguous(),
+        "slide": robot._slide.reshape(entries, 3).contiguous(),
+        "axis": robot._axis.reshape(entries, 3).contiguous(),
+        "revolute": robot._revolute.reshape(entries).to(torch.int32),
+        "cols": robot._chain_cols.reshape(entries).to(torch.int32),
+        "scale": robot._chain_scale.reshape(entries).to(robot.dtype),
+        "offset": robot._chain_offset.reshape(entries).to(robot.dtype),
+        "tip_rot": tip[:, :3, :3].contiguous(),
+        "tip_pos": tip[:, :3, 3].contiguous(),
+        "lower": robot.lower.contiguous(),
+        "upper": robot.upper.contiguous(),
+        "continuous": robot.continuous.to(torch.int32),
+        "full_turn": robot.full_turn.to(torch.int32),
+    }
+    struct_type = chain_struct(robot.dtype)
+    chain = struct_type()
+    for name, tensor in tensors.items():
+        setattr(chain, name, wp.from_torch(tensor, dtype=struct_type.vars[name].type.dtype))
+    return chain, tensors
+
+
 @functools.cache
 def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     """The warp functions of one LM step for a robot of ``layout`` and ``dtype`` floats.
@@ -193,6 +225,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(rows, f)
     Chain = chain_struct(dtype)
     jac_t = wp.types.matrix((rows, dof), f)
+    poses_t = wp.types.matrix((3 * frames, 4), f)
     hess_t = wp.types.matrix((dof, dof), f)
     chain_t = wp.types.matrix((3, length), f)
     pi, two_pi = math.pi, 2 * math.pi
@@ -269,19 +302,12 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr], axes, origins
 
     @wp.func
-    def evaluate(
-        q: vecq,
-        i: int,
-        target_rot: wp.array2d(dtype=mat33),
-        target_pos: wp.array2d(dtype=vec3),
-        w: vecr,
-        chain: Chain,
-    ):
-        """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
-        ``solver._evaluate``."""
+    def kinematics(q: vecq, chain: Chain):
+        """The frames' poses in the world at ``q`` (frame ``fr``: rows ``3 fr .. 3 fr + 2`` of a (3F, 4) matrix,
+        ``[R | p]``) and the Jacobian (6F, dof) (``LOCAL_WORLD_ALIGNED``, as ``Robot.kinematics``)."""
         base_rot, base_pos = base_pose(q)
         jac = jac_t()  # coordinates off a frame's chain keep zero columns in its rows
-        e = vecr()
+        poses = poses_t()
         for fr in range(frames):
             tip_r, tip_p, axes, origins = chain_pose(q, fr, chain)
             for j in range(length):
@@ -313,7 +339,33 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
             if wp.static(floating):
                 tip_p = base_rot * tip_p + base_pos
                 tip_r = base_rot * tip_r
-            dp = target_pos[i, fr] - tip_p
+            for k in range(3):
+                for m in range(3):
+                    poses[3 * fr + k, m] = tip_r[k, m]
+                poses[3 * fr + k, 3] = tip_p[k]
+        return poses, jac
+
+    @wp.func
+    def evaluate(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
+        ``solver._evaluate``."""
+        poses, jac = kinematics(q, chain)
+        e = vecr()
+        for fr in range(frames):
+            r = 3 * fr
+            tip_r = mat33(
+                poses[r, 0], poses[r, 1], poses[r, 2],
+                poses[r + 1, 0], poses[r + 1, 1], poses[r + 1, 2],
+                poses[r + 2, 0], poses[r + 2, 1], poses[r + 2, 2],
+            )  # fmt: skip
+            dp = target_pos[i, fr] - vec3(poses[r, 3], poses[r + 1, 3], poses[r + 2, 3])
             dr = so3_log(target_rot[i, fr] * wp.transpose(tip_r))
             for k in range(3):
                 e[6 * fr + k] = dp[k]
@@ -566,6 +618,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
     return SimpleNamespace(
         so3_log=so3_log,
+        kinematics=kinematics,
         evaluate=evaluate,
         errors_of=errors_of,
         score_of=score_of,

@@ -23,7 +23,7 @@ import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, chain_struct, warp_types
+from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, bind_chain, warp_types
 from ik_layer.kinematics import Robot
 from ik_layer.options import SolveOptions
 from ik_layer.solver import _MU_INIT
@@ -106,32 +106,7 @@ class Slots(ABC):
         self.cost = torch.full((n,), torch.inf, **real)
         self.best_error = torch.full((n, 2), torch.inf, **real)
 
-        # The chains, as the kernel reads them: F x length entries in a row, int32 flags and indices, each frame's
-        # tip split in rotation and position.
-        entries = frames * self.layout.length
-        tip = robot._tip.reshape(frames, 4, 4)
-        self._chain = {  # kept alive here: the warp views below do not own them
-            "place_rot": robot._place_rot.reshape(entries, 3, 3).contiguous(),
-            "place_rot_k": robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
-            "place_rot_k2": robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
-            "place_pos": robot._place_pos.reshape(entries, 3).contiguous(),
-            "slide": robot._slide.reshape(entries, 3).contiguous(),
-            "axis": robot._axis.reshape(entries, 3).contiguous(),
-            "revolute": robot._revolute.reshape(entries).to(torch.int32),
-            "cols": robot._chain_cols.reshape(entries).to(torch.int32),
-            "scale": robot._chain_scale.reshape(entries).to(self.dtype),
-            "offset": robot._chain_offset.reshape(entries).to(self.dtype),
-            "tip_rot": tip[:, :3, :3].contiguous(),
-            "tip_pos": tip[:, :3, 3].contiguous(),
-            "lower": robot.lower.contiguous(),
-            "upper": robot.upper.contiguous(),
-            "continuous": robot.continuous.to(torch.int32),
-            "full_turn": robot.full_turn.to(torch.int32),
-        }
-        Chain = chain_struct(self.dtype)
-        self.chain = Chain()  # the kernel's struct of warp views of those tensors, bound once
-        for name, tensor in self._chain.items():
-            setattr(self.chain, name, wp.from_torch(tensor, dtype=Chain.vars[name].type.dtype))
+        self.chain, self._chain = bind_chain(robot, self.layout)  # the kernel's struct, and the tensors it views
         self.state = {  # the kernel's problem and state arguments, in its order, with their warp types
             "target_rot": mat33,
             "target_pos": vec3,

@@ -23,7 +23,7 @@ from ik_layer.engine.slots import Array, Readout, Slots
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
 
-__all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store"]
+__all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store", "torch_stream"]
 
 _ALIGN = 8  # bytes: every staged array starts at a multiple of the widest element
 
@@ -98,9 +98,7 @@ class TensorStore(Slots):
         return Readout(status, iterations, age, packed[3 * top :].view(self._score_dtype))
 
     def stream(self) -> wp.Stream | None:
-        if self.device.type != "cuda":
-            return None
-        return wp.stream_from_torch(torch.cuda.current_stream(self.device))
+        return torch_stream(self.device)
 
     def _host_buffer(self, size: int) -> Tensor:
         """``size`` bytes of host memory (page-locked on CUDA)."""
@@ -109,6 +107,14 @@ class TensorStore(Slots):
 
 STORES: dict[str, type[Slots]] = {"host": HostStore, "tensor": TensorStore}
 """The stores by name."""
+
+
+def torch_stream(device: torch.device) -> wp.Stream | None:
+    """torch's current stream on ``device`` as a warp stream, so that launches keep torch's order (None on the
+    CPU)."""
+    if device.type != "cuda":
+        return None
+    return wp.stream_from_torch(torch.cuda.current_stream(device))
 
 
 def default_store(device: torch.device) -> str:

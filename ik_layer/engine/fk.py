@@ -1,0 +1,106 @@
+"""Forward kinematics and Jacobian in one warp kernel, from the chain description the LM kernel reads.
+
+:meth:`ik_layer.Robot.fk` and :meth:`ik_layer.Robot.fk_jacobian` take this path when no caller needs autograd
+through it (``q`` does not require
+grad, or grad mode is off) and ``q`` is a plain tensor (not one of ``torch.func``'s wrappers); else it runs the
+eager torch kinematics (:meth:`ik_layer.Robot.kinematics`), the reference this path is tested against. One thread
+per configuration walks each frame's chain once (:func:`~ik_layer.engine.kernel.lm_functions`' ``kinematics``, the
+LM kernel's own) and writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU and CUDA.
+"""
+
+# No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
+import functools
+import weakref
+
+import torch
+import warp as wp
+from torch import Tensor
+
+from ik_layer.engine.kernel import Layout, bind_chain, chain_struct, lm_functions, warp_types
+from ik_layer.engine.store import torch_stream
+from ik_layer.kinematics import Robot
+from ik_layer.warp_runtime import init_warp
+
+__all__ = ["fk_kernel", "forward", "takes"]
+
+# Per robot: the chain struct bound to its buffers, and the key of the buffers it was bound to.
+_BOUND: "weakref.WeakKeyDictionary[Robot, tuple[tuple, object, dict[str, Tensor]]]" = weakref.WeakKeyDictionary()
+_is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda x: False)
+
+
+def takes(q: Tensor) -> bool:
+    """Whether ``q`` may take the fused path: no autograd through it, a plain tensor on the CPU or CUDA."""
+    if torch.is_grad_enabled() and q.requires_grad:
+        return False
+    return q.device.type in ("cpu", "cuda") and not _is_wrapped(q)
+
+
+@functools.cache
+def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
+    """The kernel writing ``pose`` (n, 4F, 4) and, if ``jacobian``, ``jac`` (n, 6F, dof) of ``q`` (n, nq), one
+    thread a row (without the Jacobian the compiler drops its arithmetic; the poses are the same bits)."""
+    kinematics = lm_functions(layout, dtype).kinematics
+    f = warp_types(dtype)[0]
+    frames, nq, rows, dof = layout.frames, layout.nq, 6 * layout.frames, layout.dof
+    jacobian_out = jacobian
+    vecq = wp.types.vector(nq, f)
+    Chain = chain_struct(dtype)
+
+    @wp.kernel(module="unique", enable_backward=False, module_options={"max_unroll": 4})
+    def fk_rows(
+        chain: Chain,
+        q_in: wp.array2d(dtype=f),
+        pose: wp.array3d(dtype=f),
+        jac: wp.array3d(dtype=f),
+    ):
+        i = wp.tid()
+        q = vecq()
+        for a in range(nq):
+            q[a] = q_in[i, a]
+        poses, jacobian = kinematics(q, chain)
+        for fr in range(frames):
+            for k in range(3):
+                for m in range(4):
+                    pose[i, 4 * fr + k, m] = poses[3 * fr + k, m]
+            pose[i, 4 * fr + 3, 0] = f(0.0)
+            pose[i, 4 * fr + 3, 1] = f(0.0)
+            pose[i, 4 * fr + 3, 2] = f(0.0)
+            pose[i, 4 * fr + 3, 3] = f(1.0)
+        if wp.static(jacobian_out):
+            for r in range(rows):
+                for c in range(dof):
+                    jac[i, r, c] = jacobian[r, c]
+
+    return fk_rows
+
+
+def forward(robot: Robot, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+    """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused
+    path: pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof), new tensors on ``q``'s device."""
+    layout = Layout.of(robot)
+    batch, frames = q.shape[:-1], robot.target_shape[:-2]
+    flat = q.detach().reshape(-1, robot.nq).contiguous()
+    n = flat.shape[0]
+    pose = torch.empty(n, 4 * layout.frames, 4, dtype=q.dtype, device=q.device)
+    jac = torch.empty(n, 6 * layout.frames, robot.dof if jacobian else 0, dtype=q.dtype, device=q.device)
+    if n:
+        wp.launch(
+            fk_kernel(layout, robot.dtype, jacobian),
+            dim=n,
+            inputs=[_chain_of(robot, layout), wp.from_torch(flat), wp.from_torch(pose), wp.from_torch(jac)],
+            device=wp.device_from_torch(q.device),
+            stream=torch_stream(q.device),
+        )
+    pose = pose.reshape(*batch, *frames, 4, 4)
+    return pose, jac.reshape(*batch, *frames, 6, robot.dof) if jacobian else None
+
+
+def _chain_of(robot: Robot, layout: Layout) -> object:
+    """``robot``'s chain struct, bound once per robot and placement of its buffers (rebound after ``.to()``)."""
+    key = (robot.device, robot.dtype, robot._place_rot.data_ptr(), layout)
+    held = _BOUND.get(robot)
+    if held is None or held[0] != key:
+        init_warp()
+        chain, tensors = bind_chain(robot, layout)
+        held = _BOUND[robot] = (key, chain, tensors)
+    return held[1]
