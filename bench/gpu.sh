@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One prepared GPU benchmark run, bounded to < 5 minutes: set up if needed, then
 #   1. FK + Jacobian and IK throughput (bench/ik_gpu.py: panda, float32, batch 1k/10k/100k/1M as far
-#      as memory and the time budget allow; success re-verified with float64 FK),
+#      as memory and the time budget allow; success re-verified with float64 FK), then IK again with the
+#      LM kernel's eager Jacobian (--jacobian eager: the default lazy one against it, on the same targets),
 #   2. HTTP server load (bench/server_load.py --device $DEVICE --quick, IK_LAYER_DTYPE=$DTYPE),
 # printing solves/s and success. Every step has its own timeout; the exit status is non-zero if a
 # step failed or timed out (the others still run). Results: $OUT_DIR/ik_gpu.json and *.log.
@@ -68,8 +69,11 @@ step "FK/Jacobian + IK: $ROBOT, $DTYPE, batches $BATCHES on $DEVICE"
 batch_flags=()
 IFS=, read -r -a batch_list <<<"$BATCHES"
 for b in "${batch_list[@]}"; do batch_flags+=(--batch "$b"); done
-run_step ik_gpu 190 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
-    "${batch_flags[@]}" --budget-s 150 --json "$OUT_DIR/ik_gpu.json"
+run_step ik_gpu 150 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
+    "${batch_flags[@]}" --budget-s 110 --json "$OUT_DIR/ik_gpu.json"
+# The LM kernel's other Jacobian (eager, the host store's) on the same targets, IK only: which suits the GPU
+run_step ik_gpu_eager 60 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
+    "${batch_flags[@]}" --budget-s 40 --no-fk --jacobian eager --json "$OUT_DIR/ik_gpu_eager.json"
 
 # --- 2. server load -----------------------------------------------------------------------------
 if [ "${SKIP_SERVER:-0}" != 1 ]; then

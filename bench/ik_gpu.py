@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 from common import markdown_table
 
-from ik_layer import load_robot, solve
+from ik_layer import Engine, load_robot, solve
+from ik_layer.engine import TensorStore
 from ik_layer.lie import pose_error
 
 DEFAULT_BATCHES = (1_000, 10_000, 100_000, 1_000_000)
@@ -122,7 +123,8 @@ def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budge
                 solve(robot, target[: min(n, 1000)], generator=torch.Generator(device=device).manual_seed(2), **options)
                 warm = True
             gen = torch.Generator(device=device).manual_seed(3)
-            seconds, result = timed(lambda: solve(robot, target, generator=gen, **options), device)
+            engine = engine_for(robot, n * args.num_seeds, args.jacobian)
+            seconds, result = timed(lambda: solve(robot, target, generator=gen, engine=engine, **options), device)
             verified = verify(robot64, result.q, target64, tol)
             row.update(
                 seconds=seconds,
@@ -141,6 +143,17 @@ def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budge
         print_row(row)
         free_memory(device)
     return rows
+
+
+def engine_for(robot, slots: int, jacobian: str) -> Engine:
+    """A tensor-store engine (the CUDA default) of ``slots`` slots (at most the library's pool) whose kernel takes
+    the ``jacobian`` ("lazy": the tensor store's, or "eager": the host store's; see ``lm_block_kernel``)."""
+    default = TensorStore.lazy_jacobian
+    TensorStore.lazy_jacobian = jacobian == "lazy"
+    try:
+        return Engine(robot, capacity=min(max(slots, 1), 1 << 16), block=32, store="tensor")
+    finally:
+        TensorStore.lazy_jacobian = default
 
 
 def print_row(row: dict) -> None:
@@ -179,6 +192,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--orientation-tolerance", type=float, default=1e-3)
     parser.add_argument("--budget-s", type=float, default=150, help="time budget for FK + IK together [s]")
     parser.add_argument("--no-fk", action="store_true", help="skip the FK/Jacobian benchmark")
+    parser.add_argument(
+        "--jacobian", choices=["lazy", "eager"], default="lazy", help="the LM kernel's Jacobian (default: lazy, the "
+        "tensor store's; eager: the host store's), to compare the two on a GPU"
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the rows as JSON")
     return parser.parse_args(argv)
@@ -200,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = (
         f"ik-layer {args.robot} on {device} ({name}), {args.dtype}, torch {torch.__version__}, "
         f"{args.num_seeds} seeds, {args.max_iterations} iterations, tol {args.position_tolerance:g} m / "
-        f"{args.orientation_tolerance:g} rad"
+        f"{args.orientation_tolerance:g} rad, {args.jacobian} Jacobian"
     )
     print(header, flush=True)
     budget_fk = 0 if args.no_fk else args.budget_s * 0.2

@@ -1,7 +1,9 @@
 """Registers, stack and spills per thread of the LM block kernel on a GPU architecture, measured without a GPU.
 
 Warp compiles each kernel to PTX for ``--arch`` (default 90: H100/H200) ahead of time, on the CPU; ``ptxas -v`` (from
-the CUDA toolkit, on PATH) assembles it and reports what every thread of the kernel uses. 255 registers is the
+the CUDA toolkit, on PATH) assembles it and reports what every thread of the kernel uses, for both kernels of
+:func:`ik_layer.engine.kernel.lm_block_kernel` (the lazy Jacobian's, which the tensor store runs, and the eager
+one). 255 registers is the
 most a thread may hold: past it values spill to local memory (the stack), which caps the warps an SM runs at once
 and adds memory traffic. Lower is better; the script prints a Markdown table.
 
@@ -31,10 +33,11 @@ _USAGE = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def resources(robot_name: str, dtype: torch.dtype, arch: int, ptxas: str) -> dict[str, int]:
-    """``registers``, ``stack``, ``spill_stores``, ``spill_loads`` [bytes] per thread of the robot's LM kernel."""
+def resources(robot_name: str, dtype: torch.dtype, lazy: bool, arch: int, ptxas: str) -> dict[str, int]:
+    """``registers``, ``stack``, ``spill_stores``, ``spill_loads`` [bytes] per thread of the robot's LM kernel
+    (``lazy``: with the lazy Jacobian, as the tensor store runs it on a GPU; else the host store's)."""
     robot = load_robot(robot_name, dtype=dtype)
-    kernel = lm_block_kernel(Layout.of(robot), dtype)
+    kernel = lm_block_kernel(Layout.of(robot), dtype, lazy)
     with tempfile.TemporaryDirectory() as folder:
         wp.compile_aot_module(kernel.module, arch=arch, module_dir=folder, use_ptx=True, strip_hash=True)
         (source,) = Path(folder).glob("*.ptx")
@@ -76,12 +79,14 @@ def main() -> int:
     rows = []
     for name in args.robot or ["panda", "ur5e", "iiwa14"]:
         for dtype_name in args.dtype or ["float32", "float64"]:
-            used = resources(name, DTYPES[dtype_name], args.arch, ptxas)
-            rows.append([name, dtype_name, *(str(value) for value in used.values())])
-            print(f"{name} {dtype_name}: {used}", flush=True)
-    header = ["robot", "dtype", "registers", "stack [B]", "spill stores [B]", "spill loads [B]"]
-    print(f"\nLM block kernel, sm_{args.arch}, per thread:\n")
-    print(markdown_table(header, rows, text_columns=2))
+            for jacobian in ("lazy", "eager"):
+                used = resources(name, DTYPES[dtype_name], jacobian == "lazy", args.arch, ptxas)
+                rows.append([name, dtype_name, jacobian, *(str(value) for value in used.values())])
+                print(f"{name} {dtype_name} {jacobian}: {used}", flush=True)
+    header = ["robot", "dtype", "Jacobian", "registers", "stack [B]", "spill stores [B]", "spill loads [B]"]
+    print(f"\nLM block kernel, sm_{args.arch}, per thread (lazy Jacobian: the tensor store's, as a GPU runs it; eager:")
+    print("the host store's):\n")
+    print(markdown_table(header, rows, text_columns=3))
     return 0
 
 

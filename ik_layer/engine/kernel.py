@@ -277,6 +277,21 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return rot, pos
 
     @wp.func
+    def chain_tip(q: vecq, fr: int, chain: Chain):
+        """Rotation and position of frame ``fr`` in the base frame at ``q``: :func:`chain_pose` without the
+        Jacobian's axes and origins (the same arithmetic, so the same bits)."""
+        rot = wp.identity(3, f)
+        pos = vec3()
+        for j in range(length):
+            x = fr * length + j
+            qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
+            sin_q, cos_q = sin_cos(qj)
+            local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
+            pos = pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
+            rot = rot * local
+        return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr]
+
+    @wp.func
     def chain_pose(
         q: vecq,
         fr: int,
@@ -300,6 +315,13 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                 axes[k, j] = a[k]
                 origins[k, j] = pos[k]
         return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr], axes, origins
+
+    @wp.func
+    def in_world(tip_r: mat33, tip_p: vec3, base_rot: mat33, base_pos: vec3):
+        """A frame's pose in the base frame, in the world: through a floating base's pose (as is without one)."""
+        if wp.static(floating):
+            return base_rot * tip_r, base_rot * tip_p + base_pos
+        return tip_r, tip_p
 
     @wp.func
     def kinematics(q: vecq, chain: Chain):
@@ -336,9 +358,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                         jac[6 * fr + k, b] = base_rot[k, b]
                         jac[6 * fr + k, 3 + b] = moment[k]
                         jac[6 * fr + 3 + k, 3 + b] = base_rot[k, b]
-            if wp.static(floating):
-                tip_p = base_rot * tip_p + base_pos
-                tip_r = base_rot * tip_r
+            tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
             for k in range(3):
                 for m in range(3):
                     poses[3 * fr + k, m] = tip_r[k, m]
@@ -346,17 +366,15 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return poses, jac
 
     @wp.func
-    def evaluate(
-        q: vecq,
+    def errors_at(
+        poses: poses_t,
         i: int,
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
         w: vecr,
-        chain: Chain,
     ):
-        """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
-        ``solver._evaluate``."""
-        poses, jac = kinematics(q, chain)
+        """Error ``[p_t - p; log(R_t R^T)]`` (6F) of the frames' ``poses`` (as :func:`kinematics` gives them)
+        towards slot ``i``'s targets, and its weighted cost."""
         e = vecr()
         for fr in range(frames):
             r = 3 * fr
@@ -373,7 +391,43 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         cost = f(0.0)
         for k in range(rows):
             cost = cost + w[k] * e[k] * e[k]
+        return e, cost
+
+    @wp.func
+    def evaluate(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
+        ``solver._evaluate``."""
+        poses, jac = kinematics(q, chain)
+        e, cost = errors_at(poses, i, target_rot, target_pos, w)
         return e, jac, cost
+
+    @wp.func
+    def residual(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """:func:`evaluate`'s error and cost without the Jacobian (forward kinematics only; the same bits)."""
+        base_rot, base_pos = base_pose(q)
+        poses = poses_t()
+        for fr in range(frames):
+            tip_r, tip_p = chain_tip(q, fr, chain)
+            tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
+            for k in range(3):
+                for m in range(3):
+                    poses[3 * fr + k, m] = tip_r[k, m]
+                poses[3 * fr + k, 3] = tip_p[k]
+        return errors_at(poses, i, target_rot, target_pos, w)
 
     @wp.func
     def errors_of(e: vecr, w: vecr) -> vec2:
@@ -620,6 +674,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         so3_log=so3_log,
         kinematics=kinematics,
         evaluate=evaluate,
+        residual=residual,
         errors_of=errors_of,
         score_of=score_of,
         damped_solve=damped_solve,
@@ -634,14 +689,20 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
 
 @functools.cache
-def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
+def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = True) -> wp.Kernel:
     """The LM block kernel for a robot of ``layout`` and ``dtype`` floats.
 
-    Cached per ``(layout, dtype)``; warp caches the compiled module on disk across processes.
+    ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
+    step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next
+    iteration: a second walk of the chains per accepted step, but no second Jacobian alive beside the first, so
+    far fewer values per thread (``bench/kernel_resources.py``). Otherwise (the host store's, for CPUs) each
+    candidate's one walk takes its Jacobian too. Both give the same answers, bit for bit.
+
+    Cached per ``(layout, dtype, lazy_jacobian)``; warp caches the compiled module on disk across processes.
     Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the arguments in this order.
     """
     fns = lm_functions(layout, dtype)
-    evaluate, score_of, errors_of = fns.evaluate, fns.score_of, fns.errors_of
+    evaluate, residual, score_of, errors_of = fns.evaluate, fns.residual, fns.score_of, fns.errors_of
     candidate, neutral, aligned = fns.candidate, fns.neutral, fns.aligned
     rank_of, wrap, wrapped = fns.rank_of, fns.wrap, fns.wrapped
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)
@@ -727,6 +788,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             q = wrapped(q, chain)
 
         e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
+        stale = wp.int32(0)  # lazy Jacobian: 1 once q moved and jac is not yet its Jacobian
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
             best = f(wp.inf)
@@ -747,6 +809,10 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
                 break
             if it == 0 and drawn != 2:  # the first iteration of this admission: seed the restart stream
                 state = wp.rand_init(rng_seed[i], wp.int32(state))
+            if wp.static(lazy_jacobian):  # noqa: SIM102 (a static branch: compiled in or out)
+                if stale != 0:
+                    e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
+                    stale = 0
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
             pull = vect()
@@ -760,13 +826,19 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
                     pulled = use_pull if attempt == 0 else wp.int32(0)
                     q_new, ok = candidate(q, e, jac, w, damping, pull, pulled, chain)
                     if ok != 0:
-                        e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
+                        if wp.static(lazy_jacobian):
+                            e_new, cost_new = residual(q_new, i, target_rot, target_pos, w, chain)
+                        else:
+                            e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
                         if cost_new < cost:
                             accept = 1
                             q = q_new
                             e = e_new
-                            jac = jac_new
                             cost = cost_new
+                            if wp.static(lazy_jacobian):
+                                stale = 1
+                            else:
+                                jac = jac_new
             mu = wp.clamp(mu * (f(_MU_DECREASE) if accept != 0 else f(_MU_INCREASE)), f(_MU_MIN), f(_MU_MAX))
             it += 1
             age += 1

@@ -26,7 +26,7 @@ class BlockLauncher:
     def __init__(self, slots: Slots) -> None:
         robot = slots.robot
         self.slots = slots
-        self.kernel = lm_block_kernel(slots.layout, robot.dtype)
+        self.kernel = lm_block_kernel(slots.layout, robot.dtype, slots.lazy_jacobian)
         self.device = wp.device_from_torch(slots.device)
         inputs = [slots.chain, *slots.state_arrays(), 1]
         self._block_index = len(inputs) - 1

@@ -137,6 +137,9 @@ class Slots(ABC):
 
     # ------------------------------------------------------------------------ what each store defines
 
+    lazy_jacobian: bool
+    """The LM kernel the store's launches take (see :func:`~ik_layer.engine.kernel.lm_block_kernel`)."""
+
     @abstractmethod
     def array(self, x: Tensor) -> Array:
         """A tensor on the slots' device as this store's arrays (the same memory)."""

@@ -32,6 +32,7 @@ class HostStore(Slots):
     """Slots of a CPU robot, reached through numpy views of their tensors."""
 
     kind = "host"
+    lazy_jacobian = False  # a CPU thread takes each candidate's Jacobian in the same walk
 
     def __init__(self, robot: Robot, capacity: int) -> None:
         if robot.device.type != "cpu":
@@ -56,6 +57,7 @@ class TensorStore(Slots):
     """Slots of a robot on any device, reached through torch indexing of their tensors."""
 
     kind = "tensor"
+    lazy_jacobian = True  # fewer values per GPU thread; on the CPU in CI all the same
 
     def __init__(self, robot: Robot, capacity: int) -> None:
         super().__init__(robot, capacity)
