@@ -1,11 +1,11 @@
 """Forward kinematics and Jacobian in one warp kernel, from the chain description the LM kernel reads.
 
 :meth:`ik_layer.Robot.fk` and :meth:`ik_layer.Robot.fk_jacobian` take this path when no caller needs autograd
-through it (``q`` does not require
-grad, or grad mode is off) and ``q`` is a plain tensor (not one of ``torch.func``'s wrappers); else it runs the
-eager torch kinematics (:meth:`ik_layer.Robot.kinematics`), the reference this path is tested against. One thread
-per configuration walks each frame's chain once (:func:`~ik_layer.engine.kernel.lm_functions`' ``kinematics``, the
-LM kernel's own) and writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU and CUDA.
+through it (``q`` does not require grad, or grad mode is off) and ``q`` is a plain tensor (not one of
+``torch.func``'s wrappers, not traced by ``torch.compile``); else they run the eager torch kinematics
+(:meth:`ik_layer.Robot.kinematics`), the reference this path is tested against. One thread per configuration walks
+each frame's chain once (:func:`~ik_layer.engine.kernel.lm_functions`' ``kinematics``, the LM kernel's own) and
+writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU and CUDA.
 """
 
 # No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
@@ -29,8 +29,9 @@ _is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapp
 
 
 def takes(q: Tensor) -> bool:
-    """Whether ``q`` may take the fused path: no autograd through it, a plain tensor on the CPU or CUDA."""
-    if torch.is_grad_enabled() and q.requires_grad:
+    """Whether ``q`` may take the fused path: no autograd through it, a plain tensor on the CPU or CUDA, and no
+    ``torch.compile`` tracing (which traces the torch kinematics instead)."""
+    if (torch.is_grad_enabled() and q.requires_grad) or torch.compiler.is_compiling():
         return False
     return q.device.type in ("cpu", "cuda") and not _is_wrapped(q)
 
