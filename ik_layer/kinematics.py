@@ -386,9 +386,9 @@ class Robot(nn.Module):
 
     def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
-        from ik_layer.engine import fk  # the engine imports this module
+        from ik_layer.engine.fk import forward, takes  # warp, loaded on first use
 
-        return fk.forward(self, q, jacobian=jacobian) if fk.takes(q) else self.kinematics(q, jacobian=jacobian)
+        return forward(self, q, jacobian=jacobian) if takes(q) else self.kinematics(q, jacobian=jacobian)
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:
         """Pinocchio configuration (..., model.nq) of :attr:`model` at ``q`` (..., nq): continuous joints as

@@ -26,18 +26,12 @@ from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.floating import BASE_NQ
 from ik_layer.kinematics import Robot
 from ik_layer.lie import host_values, matrix_to_quaternion, pose_error
+from ik_layer.lm_parameters import LM
 from ik_layer.options import SolveOptions
 
 __all__ = ["IKResult", "Problem", "solve_reference"]
 
-_MU_INIT = 3e-2  # initial damping relative to the weighted squared error
-_MU_MIN, _MU_MAX = 1e-6, 1e6  # bounds of the relative damping; a seed at _MU_MAX has stalled
-_MU_DECREASE, _MU_INCREASE = 0.85, 4.0  # damping factors after an accepted / a rejected step
-_LAMBDA_MIN = 1e-9  # absolute damping floor, raised to _EPS_FLOOR eps for low-precision dtypes
-_EPS_FLOOR = 100
-_POSTURE_GAIN = 0.2  # fraction of the distance to the posture pulled per step, in the null space
 _MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
-_PROGRESS = 0.5  # a seed whose cost fell by less than this factor over one check restarts
 
 
 @dataclass(frozen=True)
@@ -222,8 +216,8 @@ class _Problem:
             if not bool(keep.any()):
                 break
             rows, state = rows[keep], state.select(keep)
-            slow = state.cost > _PROGRESS * cost_before[keep]
-            stalled = slow | (state.age >= restart_after) | (state.mu >= _MU_MAX)
+            slow = state.cost > LM.progress * cost_before[keep]
+            stalled = slow | (state.age >= restart_after) | (state.mu >= LM.mu_max)
             if bool(stalled.any()):
                 # Restarts are random: restarting at the posture would replay the trajectory that stalled.
                 fresh = self.random_starts(rows, num_seeds)
@@ -268,7 +262,7 @@ class _LMState:
     @staticmethod
     def start(problem: _Problem, rows: Tensor, q: Tensor) -> _LMState:
         e, jac, cost = _evaluate(problem, rows, q)
-        return _LMState(q, e, jac, cost, torch.full_like(cost, _MU_INIT), torch.zeros_like(cost, dtype=torch.long))
+        return _LMState(q, e, jac, cost, torch.full_like(cost, LM.mu_init), torch.zeros_like(cost, dtype=torch.long))
 
     def step(self, problem: _Problem, rows: Tensor) -> _LMState:
         """One damped Gauss-Newton step per seed, kept only where it lowers the cost.
@@ -280,12 +274,12 @@ class _LMState:
         seed back from its target).
         """
         robot = problem.robot
-        floor = max(_LAMBDA_MIN, _EPS_FLOOR * torch.finfo(self.q.dtype).eps)
+        floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
         pull = None
         if problem.posture is not None:  # the joints only: a floating base follows the frames
-            joints = _POSTURE_GAIN * _joints(robot, problem.posture[rows, None] - self.q)
+            joints = LM.posture_gain * _joints(robot, problem.posture[rows, None] - self.q)
             pull = torch.cat((joints.new_zeros(*joints.shape[:-1], robot.dof - joints.shape[-1]), joints), -1)
         q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
@@ -304,7 +298,7 @@ class _LMState:
             e=torch.where(a3, e_new, self.e),
             jac=torch.where(a4, jac_new, self.jac),
             cost=torch.where(accept, cost_new, self.cost),
-            mu=torch.where(accept, self.mu * _MU_DECREASE, self.mu * _MU_INCREASE).clamp(_MU_MIN, _MU_MAX),
+            mu=torch.where(accept, self.mu * LM.mu_decrease, self.mu * LM.mu_increase).clamp(LM.mu_min, LM.mu_max),
             age=self.age + 1,
         )
 
@@ -332,7 +326,7 @@ class _LMState:
             e=torch.where(s3, e, self.e),
             jac=torch.where(s4, jac, self.jac),
             cost=torch.where(stalled, cost, self.cost),
-            mu=torch.where(stalled, torch.full_like(self.mu, _MU_INIT), self.mu),
+            mu=torch.where(stalled, torch.full_like(self.mu, LM.mu_init), self.mu),
             age=torch.where(stalled, torch.zeros_like(self.age), self.age),
         )
 

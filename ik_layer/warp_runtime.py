@@ -1,4 +1,4 @@
-"""Initialise warp quietly on a machine without the NVIDIA driver.
+"""warp beside torch: initialised quietly on a machine without the NVIDIA driver; launches on torch's stream.
 
 warp's native library prints "Warp CUDA warning: Could not find or load the NVIDIA CUDA driver" to the
 process's stderr (C ``fprintf``, no Python logging, no ``warp.config`` switch) when :func:`warp.init` finds
@@ -13,9 +13,10 @@ import os
 import sys
 import tempfile
 
+import torch
 import warp as wp
 
-__all__ = ["init_warp"]
+__all__ = ["init_warp", "torch_stream"]
 
 NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
@@ -48,3 +49,11 @@ def _has_cuda_driver() -> bool:
             continue
         return True
     return False
+
+
+def torch_stream(device: torch.device) -> wp.Stream | None:
+    """torch's current stream on ``device`` as a warp stream, so that launches keep torch's order (None on the
+    CPU)."""
+    if device.type != "cuda":
+        return None
+    return wp.stream_from_torch(torch.cuda.current_stream(device))

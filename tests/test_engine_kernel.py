@@ -35,7 +35,8 @@ from ik_layer.engine import (
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.trig import sin_cos_function
 from ik_layer.lie import pose_error
-from ik_layer.solver import _MU_INIT, _POSTURE_GAIN, _LMState, _Problem
+from ik_layer.lm_parameters import LM
+from ik_layer.solver import _LMState, _Problem
 
 pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
 
@@ -146,7 +147,7 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     # (kernel) agree to ~1e-2 only, so float32 rows keep mu in [1e-3, 1e3]
     low, high = (-6, 6) if dtype == F64 else (-3, 3)
     mu = (10 ** (torch.rand(n, generator=g, dtype=dtype) * (high - low) + low)).clamp(1e-6, 1e6)
-    mu[: n // 4] = _MU_INIT
+    mu[: n // 4] = LM.mu_init
 
     # no restart and no success within the iteration (a full-turn joint's rows may meet a looser tolerance at once)
     options = SolveOptions(
@@ -194,7 +195,7 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
         hess = start.jac[:, 0].transpose(-1, -2) @ (weights[:, :, None] * start.jac[:, 0])
         damping = mu * start.cost[:, 0] + max(1e-9, 100 * torch.finfo(dtype).eps)
         cond = (torch.linalg.eigvalsh(hess)[:, -1] + damping) / damping
-        bound = torch.finfo(dtype).eps * cond * (_POSTURE_GAIN * (posture - q0)).abs().amax(-1)
+        bound = torch.finfo(dtype).eps * cond * (LM.posture_gain * (posture - q0)).abs().amax(-1)
         tol = torch.clamp(4 * bound, min=q_tol)
         diff = (slots.q - ref_q).abs().amax(-1)
         assert (diff <= tol).all(), f"row {int((diff / tol).argmax())}: {float((diff / tol).max())} x its tolerance"
@@ -296,7 +297,7 @@ def test_progress_check_restarts_as_the_eager_rule(restart_after: int) -> None:
     # kept seeds carry on; restarted ones hold a fresh configuration, damping and progress window
     torch.testing.assert_close(slots.q[open_ & ~restarted], state.q[open_ & ~restarted, 0], rtol=0, atol=1e-10)
     fresh = open_ & restarted
-    assert (slots.mu[fresh] == _MU_INIT).all()
+    assert (slots.mu[fresh] == LM.mu_init).all()
     assert ((slots.q[fresh] - state.q[fresh, 0]).abs().amax(-1) > 1e-3).all()
     e = pose_error(target[fresh], robot.fk(slots.q[fresh]))
     torch.testing.assert_close(slots.cost[fresh], (e * e).sum(-1), rtol=1e-12, atol=0)

@@ -19,7 +19,8 @@ from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, o
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.reach import reach
 from ik_layer.lie import pose_error
-from ik_layer.solver import _MU_INIT, _LMState, _Problem
+from ik_layer.lm_parameters import LM
+from ik_layer.solver import _LMState, _Problem
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN
@@ -94,7 +95,7 @@ def test_one_iteration_matches_eager_step(name: str, dtype: torch.dtype, with_po
     weights = weights if robot.ee_frames is not None else weights[:, 0]
     low, high = (-6, 6) if dtype == F64 else (-3, 3)  # float32: well-conditioned steps only (see test_engine_kernel)
     mu = (10 ** (torch.rand(n, generator=g, dtype=dtype) * (high - low) + low)).clamp(1e-6, 1e6)
-    mu[: n // 4] = _MU_INIT
+    mu[: n // 4] = LM.mu_init
     posture = robot.wrap(random_configurations(robot, n, g)) if with_posture else None
     options = SolveOptions(check_every=1000, restart_after=10_000)
     rows = torch.arange(n)

@@ -17,14 +17,14 @@ import warp as wp
 from torch import Tensor
 
 from ik_layer.engine.kernel import Layout, bind_chain, chain_struct, lm_functions, warp_types
-from ik_layer.engine.store import torch_stream
-from ik_layer.kinematics import Robot
-from ik_layer.warp_runtime import init_warp
+from ik_layer.warp_runtime import init_warp, torch_stream
 
 __all__ = ["fk_kernel", "forward", "takes"]
 
 # Per robot: the chain struct bound to its buffers, and the key of the buffers it was bound to.
-_BOUND: "weakref.WeakKeyDictionary[Robot, tuple[tuple, object, dict[str, Tensor]]]" = weakref.WeakKeyDictionary()
+_BOUND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, object, dict[str, Tensor]]]" = (
+    weakref.WeakKeyDictionary()
+)
 _is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda x: False)
 
 
@@ -75,9 +75,10 @@ def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
     return fk_rows
 
 
-def forward(robot: Robot, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-    """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused
-    path: pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof), new tensors on ``q``'s device."""
+def forward(robot: torch.nn.Module, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+    """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path
+    (``robot``: the :class:`ik_layer.Robot` that calls this): pose (..., [F,] 4, 4) and, if asked, Jacobian
+    (..., [F,] 6, dof), new tensors on ``q``'s device."""
     layout = Layout.of(robot)
     batch, frames = q.shape[:-1], robot.target_shape[:-2]
     flat = q.detach().reshape(-1, robot.nq).contiguous()
@@ -96,7 +97,7 @@ def forward(robot: Robot, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor 
     return pose, jac.reshape(*batch, *frames, 6, robot.dof) if jacobian else None
 
 
-def _chain_of(robot: Robot, layout: Layout) -> object:
+def _chain_of(robot: torch.nn.Module, layout: Layout) -> object:
     """``robot``'s chain struct, bound once per robot and placement of its buffers (rebound after ``.to()``)."""
     key = (robot.device, robot.dtype, robot._place_rot.data_ptr(), layout)
     held = _BOUND.get(robot)

@@ -10,10 +10,10 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by ``L D L^T`` (Cholesky
    without square roots), one active-set pass for the joints it pushes past a limit, the candidate
    ``wrap(integrate(q, dq))``; a slot with a posture adds ``pull - (H + damping I)^-1 H pull``,
-   ``pull = _POSTURE_GAIN (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
+   ``pull = LM.posture_gain (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
    projected on the null space);
-3. the candidate is kept iff it lowers the cost (``mu *= _MU_DECREASE``), else ``mu *= _MU_INCREASE`` (constants
-   of :mod:`ik_layer.solver`); with a posture, a pulled candidate that does not lower the cost gives way to the
+3. the candidate is kept iff it lowers the cost (``mu *= LM.mu_decrease``), else ``mu *= LM.mu_increase``
+   (:data:`ik_layer.lm_parameters.LM`); with a posture, a pulled candidate that does not lower the cost gives way to the
    plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
@@ -54,18 +54,7 @@ import warp as wp
 
 from ik_layer.engine.trig import sin_cos_function
 from ik_layer.floating import BASE_NQ, BASE_NV
-from ik_layer.kinematics import Robot
-from ik_layer.solver import (
-    _EPS_FLOOR,
-    _LAMBDA_MIN,
-    _MU_DECREASE,
-    _MU_INCREASE,
-    _MU_INIT,
-    _MU_MAX,
-    _MU_MIN,
-    _POSTURE_GAIN,
-    _PROGRESS,
-)
+from ik_layer.lm_parameters import LM
 
 wp.config.log_level = wp.LOG_ERROR  # a library prints no banner, compile messages or CPU-only warnings
 
@@ -127,8 +116,9 @@ class Layout:
         return self.joints + (BASE_NV if self.floating else 0)
 
     @staticmethod
-    def of(robot: Robot) -> "Layout":
-        """The layout of ``robot``'s chain buffers."""
+    def of(robot: torch.nn.Module) -> "Layout":
+        """The layout of the chain buffers of ``robot`` (an :class:`ik_layer.Robot`, which calls the engine: not
+        imported here)."""
         cols = robot._chain_cols
         frames = 1 if robot.ee_frames is None else len(robot.ee_frames)
         return Layout(frames, cols.shape[-1], int(robot.lower.shape[0]), robot.floating_base)
@@ -136,7 +126,7 @@ class Layout:
 
 def damping_floor(dtype: torch.dtype) -> float:
     """The absolute damping added to ``mu * cost``, as the eager solver's: ``max(1e-9, 100 eps)``."""
-    return max(_LAMBDA_MIN, _EPS_FLOOR * torch.finfo(dtype).eps)
+    return LM.damping_floor(dtype)
 
 
 @functools.cache
@@ -176,7 +166,7 @@ def chain_struct(dtype: torch.dtype) -> type:
     return Chain
 
 
-def bind_chain(robot: Robot, layout: Layout) -> tuple[object, dict[str, torch.Tensor]]:
+def bind_chain(robot: torch.nn.Module, layout: Layout) -> tuple[object, dict[str, torch.Tensor]]:
     """The :func:`chain_struct` of ``robot`` (warp views of its chain buffers, F x length entries in a row, int32
     flags and indices, each frame's tip split in rotation and position) and the tensors it views, which the caller
     keeps alive as long as the struct."""
@@ -711,6 +701,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(6 * frames, f)
     Chain = chain_struct(dtype)
     floor = damping_floor(dtype)
+    mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
+    posture_gain, progress = LM.posture_gain, LM.progress
 
     # No adjoint (the layer's gradients are implicit) and loops unrolled up to 4: measured ad hoc on the 2-core machine,
     # a cold compile of talos' whole body takes 8 s instead of 32, at the same speed.
@@ -818,7 +810,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             pull = vect()
             if use_pull != 0:
                 for a in range(joints):
-                    pull[bv + a] = f(_POSTURE_GAIN) * (goal[bq + a] - q[bq + a])
+                    pull[bv + a] = f(posture_gain) * (goal[bq + a] - q[bq + a])
             # the pulled step; if it does not lower the cost, the plain one (the pull must not hold the seed back)
             accept = wp.int32(0)
             for attempt in range(2):
@@ -839,7 +831,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
                                 stale = 1
                             else:
                                 jac = jac_new
-            mu = wp.clamp(mu * (f(_MU_DECREASE) if accept != 0 else f(_MU_INCREASE)), f(_MU_MIN), f(_MU_MAX))
+            mu = wp.clamp(mu * (f(mu_decrease) if accept != 0 else f(mu_increase)), f(mu_min), f(mu_max))
             it += 1
             age += 1
             # record: keep the best configuration, stop at the first success
@@ -852,14 +844,14 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             if score <= f(1.0):
                 st = SOLVED
             elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
-                if cost > f(_PROGRESS) * last or age >= patience or mu >= f(_MU_MAX):
+                if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
                     q = neutral(q)
                     for a in range(joints):
                         u = f(wp.randf(state))
                         x = chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u  # as Robot.random_q, then wrapped
                         q[bq + a] = wrap(x, a, chain)
                     q = aligned(q, i, target_rot, target_pos, w, chain)
-                    mu = f(_MU_INIT)
+                    mu = f(mu_init)
                     age = 0
                     e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
                 last = cost

@@ -25,8 +25,8 @@ from torch import Tensor
 
 from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, bind_chain, warp_types
 from ik_layer.kinematics import Robot
+from ik_layer.lm_parameters import LM
 from ik_layer.options import SolveOptions
-from ik_layer.solver import _MU_INIT
 from ik_layer.warp_runtime import init_warp
 
 __all__ = ["Array", "Readout", "Slots", "compact_index"]
@@ -94,7 +94,7 @@ class Slots(ABC):
         self.has_posture = torch.zeros(n, **count)
         self.random_start = torch.zeros(n, **count)
         self.q = torch.zeros(n, nq, **real)
-        self.mu = torch.full((n,), _MU_INIT, **real)
+        self.mu = torch.full((n,), LM.mu_init, **real)
         self.best_q = torch.zeros(n, nq, **real)
         self.best_score = torch.full((n,), torch.inf, **real)
         self._counts = torch.zeros(3, n, **count)  # read back together each step (:meth:`read`)
@@ -224,7 +224,7 @@ class Slots(ABC):
         else:
             put["random_start"][idx] = 0
             put["q"][idx] = value(q)
-        put["mu"][idx] = _MU_INIT
+        put["mu"][idx] = LM.mu_init
         put["iterations"][idx] = 0
         put["rng"][idx] = rng
         put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32

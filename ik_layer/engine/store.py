@@ -22,8 +22,9 @@ from torch import Tensor
 from ik_layer.engine.slots import Array, Readout, Slots
 from ik_layer.exceptions import IKLayerError
 from ik_layer.kinematics import Robot
+from ik_layer.warp_runtime import torch_stream
 
-__all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store", "torch_stream"]
+__all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store"]
 
 _ALIGN = 8  # bytes: every staged array starts at a multiple of the widest element
 
@@ -109,14 +110,6 @@ class TensorStore(Slots):
 
 STORES: dict[str, type[Slots]] = {"host": HostStore, "tensor": TensorStore}
 """The stores by name."""
-
-
-def torch_stream(device: torch.device) -> wp.Stream | None:
-    """torch's current stream on ``device`` as a warp stream, so that launches keep torch's order (None on the
-    CPU)."""
-    if device.type != "cuda":
-        return None
-    return wp.stream_from_torch(torch.cuda.current_stream(device))
 
 
 def default_store(device: torch.device) -> str:

@@ -1,0 +1,43 @@
+"""The Levenberg-Marquardt parameters that the eager reference solver and the fused kernel share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["LM", "LMParameters"]
+
+
+@dataclass(frozen=True)
+class LMParameters:
+    """Damping, posture pull and restart constants of the LM step (:mod:`ik_layer.solver`,
+    :mod:`ik_layer.engine.kernel`).
+
+    Attributes:
+        mu_init: initial damping relative to the weighted squared error.
+        mu_min, mu_max: bounds of the relative damping; a seed at ``mu_max`` has stalled.
+        mu_decrease, mu_increase: damping factors after an accepted / a rejected step.
+        lambda_min: absolute damping floor, raised to ``eps_floor`` machine epsilons for low-precision dtypes.
+        eps_floor: see ``lambda_min``.
+        posture_gain: fraction of the distance to the posture pulled per step, in the null space.
+        progress: a seed whose cost fell by less than this factor over one check restarts.
+    """
+
+    mu_init: float = 3e-2
+    mu_min: float = 1e-6
+    mu_max: float = 1e6
+    mu_decrease: float = 0.85
+    mu_increase: float = 4.0
+    lambda_min: float = 1e-9
+    eps_floor: float = 100
+    posture_gain: float = 0.2
+    progress: float = 0.5
+
+    def damping_floor(self, dtype: torch.dtype) -> float:
+        """The absolute damping added to ``mu * cost`` for ``dtype``: ``max(lambda_min, eps_floor * eps)``."""
+        return max(self.lambda_min, self.eps_floor * torch.finfo(dtype).eps)
+
+
+LM = LMParameters()
+"""The parameters both solvers use."""
