@@ -111,6 +111,9 @@ def test_multi_frame_targets_are_n_f_7_in_the_robots_frame_order(solo: ik_layer.
     job = decode(solo, {"targets": shuffled, "warm_start": q.tolist()})
     want = matrix_to_pose(solo.fk(q))
     want[0, 3, 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0])
+    for row in want:  # every quaternion is normalised, in Python floats
+        for pose in row:
+            pose[3:] /= math.sqrt(sum(x * x for x in pose[3:].tolist()))
     assert job.targets.shape == (3, 4, 7) and job.rows == 3 and job.frames == 4
     torch.testing.assert_close(job.targets, want, rtol=0, atol=0)
     assert job.warm_start is not None and job.warm_start.shape == (3, solo.nq) == (3, 19)
