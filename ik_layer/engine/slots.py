@@ -141,8 +141,8 @@ class Slots(ABC):
     """The LM kernel the store's launches take (see :func:`~ik_layer.engine.kernel.lm_block_kernel`)."""
 
     @abstractmethod
-    def array(self, x: Tensor) -> Array:
-        """A tensor on the slots' device as this store's arrays (the same memory)."""
+    def array(self, x: Tensor | Array) -> Array:
+        """A tensor on the slots' device as this store's arrays (the same memory); this store's arrays as they are."""
 
     @abstractmethod
     def tensor(self, x: Array) -> Tensor:
@@ -206,7 +206,7 @@ class Slots(ABC):
         if isinstance(rng_offset, Tensor):
             rng_offset = rng_offset.cpu()
         rng = self.stage(np.asarray(rng_offset, dtype=np.int32).reshape(-1))  # int32, as the slots hold it
-        put, value, frames = self.fields, self._value, self.layout.frames
+        put, value, frames = self.fields, self.array, self.layout.frames
         target = value(target).reshape(-1, frames, 4, 4)
         put["target_rot"][idx] = target[:, :, :3, :3]
         put["target_pos"][idx] = target[:, :, :3, 3]
@@ -244,10 +244,6 @@ class Slots(ABC):
         at, of = self.index(compact_index(rows)), self.index(compact_index(slots))
         q[at] = self.fields["best_q"][of]
         error[at] = self.fields["best_error"][of]
-
-    def _value(self, x: Tensor | Array) -> Array:
-        """A tensor or one of this store's arrays, as this store's array."""
-        return self.array(x) if isinstance(x, Tensor) else x
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""

@@ -40,8 +40,8 @@ class HostStore(Slots):
             raise IKLayerError(f"store 'host' needs a robot on the CPU, got one on {robot.device}; use 'tensor'")
         super().__init__(robot, capacity)
 
-    def array(self, x: Tensor) -> np.ndarray:
-        return x.detach().numpy()
+    def array(self, x: Tensor | Array) -> np.ndarray:
+        return x.detach().numpy() if isinstance(x, Tensor) else x
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
@@ -69,7 +69,7 @@ class TensorStore(Slots):
         self._readback = self._host_buffer(0).view(torch.int32)
         self._score_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
 
-    def array(self, x: Tensor) -> Tensor:
+    def array(self, x: Tensor | Array) -> Tensor:
         return x
 
     def tensor(self, x: Array) -> Tensor:
