@@ -16,7 +16,7 @@ import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import Layout, bind_chain, chain_struct, lm_functions, warp_types
+from ik_layer.engine.kernel import KERNEL_OPTIONS, Layout, bind_chain, chain_struct, lm_functions, warp_types
 from ik_layer.warp_runtime import init_warp, torch_stream
 
 __all__ = ["fk_kernel", "forward", "takes"]
@@ -47,7 +47,7 @@ def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
     vecq = wp.types.vector(nq, f)
     Chain = chain_struct(dtype)
 
-    @wp.kernel(module="unique", enable_backward=False, module_options={"max_unroll": 4})
+    @wp.kernel(**KERNEL_OPTIONS)
     def fk_rows(
         chain: Chain,
         q_in: wp.array2d(dtype=f),

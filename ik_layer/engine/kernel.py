@@ -63,6 +63,7 @@ __all__ = [
     "EXHAUSTED",
     "RUNNING",
     "SOLVED",
+    "KERNEL_OPTIONS",
     "Layout",
     "bind_chain",
     "chain_struct",
@@ -79,6 +80,11 @@ EXHAUSTED = 2  # used its whole budget without success; best_q is the lowest-sco
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
 
 _WARP_FLOAT = {torch.float32: wp.float32, torch.float64: wp.float64}
+
+# How the engine's kernels compile: no adjoint (the layer's gradients are implicit) and loops unrolled up to 4
+# (measured ad hoc on the 2-core machine: a cold compile of talos' whole body takes 8 s instead of 32, at the same
+# speed).
+KERNEL_OPTIONS = {"module": "unique", "enable_backward": False, "module_options": {"max_unroll": 4}}
 _SMALL_ANGLE_SQ = 1e-8  # as ik_layer.floating: below this squared angle, series replace the closed forms
 
 
@@ -267,18 +273,22 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return rot, pos
 
     @wp.func
+    def advance(q: vecq, x: int, rot: mat33, pos: vec3, chain: Chain):
+        """Rotation and position after chain entry ``x``, from those before it (``kinematics.chain_kinematics``'s
+        step)."""
+        qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
+        sin_q, cos_q = sin_cos(qj)
+        local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
+        return rot * local, pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
+
+    @wp.func
     def chain_tip(q: vecq, fr: int, chain: Chain):
         """Rotation and position of frame ``fr`` in the base frame at ``q``: :func:`chain_pose` without the
         Jacobian's axes and origins (the same arithmetic, so the same bits)."""
         rot = wp.identity(3, f)
         pos = vec3()
         for j in range(length):
-            x = fr * length + j
-            qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
-            sin_q, cos_q = sin_cos(qj)
-            local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
-            pos = pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
-            rot = rot * local
+            rot, pos = advance(q, fr * length + j, rot, pos, chain)
         return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr]
 
     @wp.func
@@ -295,6 +305,8 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         origins = chain_t()
         for j in range(length):
             x = fr * length + j
+            # advance() written out: through the helper (rotation and position by value) the CPU kernel loses 2 %.
+            # The same arithmetic, so chain_tip gives the same bits (tests/test_engine_store.py).
             qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
             sin_q, cos_q = sin_cos(qj)
             local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
@@ -312,6 +324,16 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         if wp.static(floating):
             return base_rot * tip_r, base_rot * tip_p + base_pos
         return tip_r, tip_p
+
+    @wp.func
+    def placed(poses: poses_t, fr: int, tip_r: mat33, tip_p: vec3) -> poses_t:
+        """``poses`` with frame ``fr``'s rows ``[R | p]``."""
+        out = poses
+        for k in range(3):
+            for m in range(3):
+                out[3 * fr + k, m] = tip_r[k, m]
+            out[3 * fr + k, 3] = tip_p[k]
+        return out
 
     @wp.func
     def kinematics(q: vecq, chain: Chain):
@@ -349,10 +371,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
                         jac[6 * fr + k, 3 + b] = moment[k]
                         jac[6 * fr + 3 + k, 3 + b] = base_rot[k, b]
             tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
-            for k in range(3):
-                for m in range(3):
-                    poses[3 * fr + k, m] = tip_r[k, m]
-                poses[3 * fr + k, 3] = tip_p[k]
+            poses = placed(poses, fr, tip_r, tip_p)
         return poses, jac
 
     @wp.func
@@ -413,10 +432,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         for fr in range(frames):
             tip_r, tip_p = chain_tip(q, fr, chain)
             tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
-            for k in range(3):
-                for m in range(3):
-                    poses[3 * fr + k, m] = tip_r[k, m]
-                poses[3 * fr + k, 3] = tip_p[k]
+            poses = placed(poses, fr, tip_r, tip_p)
         return errors_at(poses, i, target_rot, target_pos, w)
 
     @wp.func
@@ -704,9 +720,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
     posture_gain, progress = LM.posture_gain, LM.progress
 
-    # No adjoint (the layer's gradients are implicit) and loops unrolled up to 4: measured ad hoc on the 2-core machine,
-    # a cold compile of talos' whole body takes 8 s instead of 32, at the same speed.
-    @wp.kernel(module="unique", enable_backward=False, module_options={"max_unroll": 4})
+    @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
         # the chains (Robot buffers) and the joints' limits
         chain: Chain,
