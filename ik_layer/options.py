@@ -92,7 +92,7 @@ class SolveOptions:
         float, 1e-3, 0.0, math.pi, "success threshold on the orientation error", unit="rad", exclusive_minimum=True
     )
     restart_after: int = _option(int, 40, 1, 10_000, "iterations after which an unsolved seed restarts at random")
-    check_every: int = _option(int, 4, 1, 1_000, "iterations between host syncs (early exit, compaction, restarts)")
+    check_every: int = _option(int, 4, 1, 1_000, "iterations between progress checks (stalled seeds restart)")
 
     def __post_init__(self) -> None:
         for spec in _specs(type(self)).values():
