@@ -153,7 +153,8 @@ class _Problem:
         self.target = target
         self.weights = weights.flatten(1)  # (n, 6F): the stacked residual's weights
         self.options = options
-        self.tol = (options.position_tolerance, options.orientation_tolerance)
+        scale = LM.tolerance_scale(target.dtype)  # float32: a margin, so that successes hold in float64
+        self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
         self.generator = generator
         n = target.shape[0]

@@ -211,8 +211,9 @@ class Slots(ABC):
         put["target_rot"][idx] = target[:, :, :3, :3]
         put["target_pos"][idx] = target[:, :, :3, 3]
         put["weights"][idx] = 1.0 if weights is None else value(weights).reshape(-1, frames, 6)
-        put["tolerance"][idx, 0] = options.position_tolerance
-        put["tolerance"][idx, 1] = options.orientation_tolerance
+        scale = LM.tolerance_scale(self.dtype)  # float32: a margin, so that successes hold in float64
+        put["tolerance"][idx, 0] = options.position_tolerance * scale
+        put["tolerance"][idx, 1] = options.orientation_tolerance * scale
         put["budget"][idx] = options.max_iterations
         put["restart_after"][idx] = options.restart_after
         put["check_every"][idx] = options.check_every
