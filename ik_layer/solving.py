@@ -75,8 +75,10 @@ def solve(
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
-    if engine is not None and not (isinstance(engine, Engine) and engine.robot is robot):
-        raise IKLayerError(f"engine must be an ik_layer.Engine built for this robot, got {engine!r}")
+    if engine is not None and not (isinstance(engine, Engine) and engine.serves(robot)):
+        raise IKLayerError(
+            f"engine must be an ik_layer.Engine built for this robot on its current device and dtype, got {engine!r}"
+        )
     if reference:
         if engine is not None:
             raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
@@ -101,7 +103,7 @@ def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:
         held = robot.__dict__.get(_ENGINE)
         if held is not None:
             engine = held[0]
-            moved = engine.slots.device != robot.device or engine.slots.dtype != robot.dtype
+            moved = not engine.serves(robot)
             if not moved and engine.slots.capacity >= capacity:
                 return held
             capacity = max(capacity, 0 if moved else engine.slots.capacity)

@@ -9,6 +9,7 @@ no warp setting.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import tempfile
@@ -21,8 +22,10 @@ __all__ = ["init_warp", "torch_stream"]
 NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
 
+@functools.cache
 def init_warp() -> None:
-    """:func:`warp.init`, without warp's no-driver line on stderr when there is no CUDA driver (other output kept)."""
+    """:func:`warp.init`, without warp's no-driver line on stderr when there is no CUDA driver (other output kept);
+    once per process (later calls return at once)."""
     if _has_cuda_driver():
         wp.init()
         return

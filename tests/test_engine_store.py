@@ -133,3 +133,7 @@ def test_solve_checks_its_engine() -> None:
         ik_layer.solve(robot, target, engine="tensor")  # type: ignore[arg-type]
     with pytest.raises(ik_layer.IKLayerError, match="reference"):
         ik_layer.solve(robot, target, engine=Engine(robot, capacity=2), reference=True)
+    engine = Engine(robot, capacity=2)
+    robot.to(torch.float32)  # its engine's slots stay float64: refused, not launched on mismatched memory
+    with pytest.raises(ik_layer.IKLayerError, match="current device and dtype"):
+        ik_layer.solve(robot, target.float(), engine=engine)

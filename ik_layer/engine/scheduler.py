@@ -255,6 +255,11 @@ class Engine:
         with self._lock:
             request.cancelled = True
 
+    def serves(self, robot: Robot) -> bool:
+        """Whether this engine solves for ``robot`` as it is now: built for it, and it has not moved to another
+        device or dtype since (its slots stay where they were made)."""
+        return robot is self.robot and self.slots.device == robot.device and self.slots.dtype == robot.dtype
+
     @property
     def busy(self) -> bool:
         """Whether any target waits or runs."""
