@@ -33,7 +33,7 @@ import torch
 from common import markdown_table, time_call
 
 import ik_layer
-from ik_layer.lie import vee
+from ik_layer.model.lie import vee
 from ik_layer.robots import REGISTRY
 
 ROBOTS = ["panda", "ur5e"]

@@ -16,7 +16,7 @@ import time
 import torch
 
 import ik_layer
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
 
 
 def timed(fn) -> tuple[float, object]:

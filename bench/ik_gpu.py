@@ -34,7 +34,7 @@ from common import markdown_table
 
 from ik_layer import Engine, load_robot, solve
 from ik_layer.engine import TensorStore
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
 
 DEFAULT_BATCHES = (1_000, 10_000, 100_000, 1_000_000)
 _OOM = (

@@ -28,7 +28,7 @@ import torch
 from common import apply_threads_and_describe, benchmark_parser, markdown_table
 from torch import Tensor
 
-from ik_layer.implicit import implicit_inverse
+from ik_layer.layer.implicit import implicit_inverse
 
 
 def arm(q: Tensor, links: Tensor) -> Tensor:

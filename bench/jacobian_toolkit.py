@@ -33,7 +33,7 @@ import torch
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 from torch import Tensor, nn
 
-from ik_layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
+from ik_layer.layer.jacobian import JacobianStrategy, batch_jacobian, sequential_jacobian
 
 BIG = (6, 256, 256, 7)
 SMALL = (2, 64, 64, 2)  # the learned forward map of examples/invert_learned_model.py

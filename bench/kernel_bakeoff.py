@@ -38,7 +38,7 @@ from common import apply_threads_and_describe, benchmark_parser, markdown_table,
 import ik_layer
 from ik_layer.engine.kernel import Layout, chain_struct, damping_floor, lm_functions, warp_types
 from ik_layer.engine.store import open_store
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
 
 Step = Callable[[], object]
 

@@ -34,7 +34,7 @@ import torch
 from common import apply_threads_and_describe, markdown_table
 
 import ik_layer
-from ik_layer.lie import so3_log
+from ik_layer.model.lie import so3_log
 from ik_layer.testing import example_robot_data_dir, random_configurations
 
 TALOS = Path("talos_data", "robots", "talos_reduced.urdf")

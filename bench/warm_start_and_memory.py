@@ -19,7 +19,7 @@ import torch
 from common import apply_threads_and_describe, benchmark_parser, markdown_table
 
 import ik_layer
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
 
 OFFSET = 0.005  # [m] of end-effector travel between a warm start and its answer
 

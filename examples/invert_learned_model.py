@@ -20,8 +20,8 @@ import time
 import torch
 from torch import Tensor, nn
 
-from ik_layer.implicit import implicit_inverse
-from ik_layer.jacobian import sequential_jacobian
+from ik_layer.layer.implicit import implicit_inverse
+from ik_layer.layer.jacobian import sequential_jacobian
 
 DTYPE = torch.float64
 LINKS = (1.0, 0.7)  # [m]

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 import ik_layer
-from ik_layer.lie import from_rotation_translation
+from ik_layer.model.lie import from_rotation_translation
 
 F64 = torch.float64
 TRUE_OFFSET = torch.tensor([0.01, -0.02, 0.08], dtype=F64)  # T_flange_tool translation [m]

@@ -24,7 +24,7 @@ import torch
 
 import ik_layer
 from ik_layer.client import AsyncClient, Client
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
 from ik_layer.testing import ServerProcess
 
 ROBOT = "ur5e"

@@ -62,7 +62,7 @@ def main() -> int:
     reached = torch.from_numpy(pinocchio_poses(urdf, robot, result.q))
     ok = result.success
     position = (reached[..., :3, 3] - target[..., :3, 3]).norm(dim=-1).amax(-1)
-    rotation = ik_layer.lie.so3_log(target[..., :3, :3] @ reached[..., :3, :3].transpose(-1, -2)).norm(dim=-1)
+    rotation = ik_layer.model.lie.so3_log(target[..., :3, :3] @ reached[..., :3, :3].transpose(-1, -2)).norm(dim=-1)
     confirmed = ok & (position <= 1e-4) & (rotation.amax(-1) <= 1e-3)
     moved = (result.q[:, 7:] - stance[7:]).norm(dim=-1)
     print(f"{robot}\n{int(ok.sum())}/{TARGETS} solved, {int(confirmed.sum())} confirmed by Pinocchio; median "

@@ -12,6 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
+    from ik_layer.api import solve
+    from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
+    from ik_layer.core.problem import Problem
+    from ik_layer.core.result import IKResult
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
@@ -26,14 +30,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
         ShapeError,
         UnsupportedModelError,
     )
-    from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
-    from ik_layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
-    from ik_layer.kinematics import Robot, load_robot
-    from ik_layer.layer import IKLayer, ik, ik_solve, target_gradient
-    from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
+    from ik_layer.layer.ik import IKLayer, ik, ik_solve, target_gradient
+    from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
+    from ik_layer.layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
+    from ik_layer.model.robot import Robot, load_robot
     from ik_layer.robots import builtin_robots
-    from ik_layer.solver import IKResult
-    from ik_layer.solving import solve
 
 __version__ = "0.1.0"
 
@@ -52,14 +53,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
         "UnsupportedModelError",
     ),
     "ik_layer.engine": ("Engine",),
-    "ik_layer.implicit": ("damped_pseudo_inverse", "implicit_inverse", "implicit_root"),
-    "ik_layer.jacobian": ("batch_jacobian", "jacobian_rules", "register_jacobian", "sequential_jacobian"),
-    "ik_layer.kinematics": ("Robot", "load_robot"),
-    "ik_layer.layer": ("IKLayer", "ik", "ik_solve", "target_gradient"),
-    "ik_layer.options": ("OPTION_SPECS", "OptionSpec", "SolveOptions"),
+    "ik_layer.layer.implicit": ("damped_pseudo_inverse", "implicit_inverse", "implicit_root"),
+    "ik_layer.layer.jacobian": ("batch_jacobian", "jacobian_rules", "register_jacobian", "sequential_jacobian"),
+    "ik_layer.model.robot": ("Robot", "load_robot"),
+    "ik_layer.layer.ik": ("IKLayer", "ik", "ik_solve", "target_gradient"),
+    "ik_layer.core.options": ("OPTION_SPECS", "OptionSpec", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
-    "ik_layer.solver": ("IKResult",),
-    "ik_layer.solving": ("solve",),
+    "ik_layer.core.problem": ("Problem",),
+    "ik_layer.core.result": ("IKResult",),
+    "ik_layer.api": ("solve",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
@@ -78,6 +80,7 @@ __all__ = [
     "NonFiniteError",
     "OPTION_SPECS",
     "OptionSpec",
+    "Problem",
     "Robot",
     "RobotNotFound",
     "ShapeError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ik_layer.cli import main
+from ik_layer.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from ik_layer.core.host import as_checked, matrix_to_pose, pose_to_matrix
+from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.exceptions import IKLayerError, NonFiniteError, RobotNotFound, ShapeError
-from ik_layer.host import as_checked, matrix_to_pose, pose_to_matrix
-from ik_layer.options import OPTION_SPECS, SolveOptions
 
 try:
     import httpx
@@ -52,7 +52,7 @@ except ImportError as err:  # pragma: no cover - depends on the install
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ik_layer.solver import IKResult
+    from ik_layer.reference import IKResult
 
     ArrayLike = Tensor | np.ndarray | Sequence[Any]
     Array = Tensor | np.ndarray  # a result: a tensor for tensor input (unless numpy=True), else a numpy array

@@ -20,10 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from ik_layer.kinematics import Robot
+from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import IKResult
+from ik_layer.engine import Engine
+from ik_layer.model.robot import Robot
 
 __all__ = [
     "ServerProcess",
@@ -164,3 +169,20 @@ def random_configurations(robot: Robot, n: int, generator: torch.Generator) -> t
     :func:`random_bases` places it."""
     q = robot.random_q((n,), generator=generator)
     return random_bases(q, generator) if robot.floating_base else q
+
+
+def solve_on_engine(
+    robot: Robot,
+    target: torch.Tensor,
+    options: SolveOptions | None = None,
+    *,
+    seed: int = 0,
+    block: int = 16,
+    store: str | None = None,
+    **problem: Any,
+) -> IKResult:
+    """Solve on a fresh :class:`~ik_layer.Engine` of ``block`` iterations per launch, every random start and
+    restart drawn from ``seed``; ``problem`` as :meth:`Problem.prepare`'s (``warm_start``, ``weights``...)."""
+    checked = Problem.prepare(robot, target, options, **problem)
+    engine = Engine(robot, capacity=max(checked.rows * checked.options.num_seeds, 1), block=block, store=store)
+    return engine.solve(checked, seed)

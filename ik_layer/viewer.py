@@ -26,14 +26,14 @@ import pinocchio as pin
 import torch
 from torch import Tensor
 
+from ik_layer.api import solve
+from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError
-from ik_layer.joints import motion_axis
-from ik_layer.kinematics import Robot, load_robot
-from ik_layer.lie import as_transform, matrix_to_pose
-from ik_layer.options import SolveOptions
+from ik_layer.model.joints import motion_axis
+from ik_layer.model.lie import as_transform, matrix_to_pose
+from ik_layer.model.robot import Robot, load_robot
+from ik_layer.reference import IKResult
 from ik_layer.robots import REGISTRY
-from ik_layer.solver import IKResult
-from ik_layer.solving import solve
 
 try:
     import trimesh

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
 from ik_layer import OPTION_SPECS, Robot, SolveOptions
-from ik_layer.floating import BASE_NQ
+from ik_layer.model.floating import BASE_NQ
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
 from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings

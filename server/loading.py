@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 import ik_layer
 from ik_layer import IKLayerError, Robot, SolveOptions
-from ik_layer.lie import matrix_to_pose
-from ik_layer.sources import MODEL_SUFFIXES
+from ik_layer.model.lie import matrix_to_pose
+from ik_layer.model.sources import MODEL_SUFFIXES
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 

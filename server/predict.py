@@ -14,11 +14,10 @@ import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, Robot
+from ik_layer import IKResult, NonFiniteError, Problem, Robot
 from ik_layer.engine import ROW_STATUS, Request
-from ik_layer.lie import matrix_to_pose
+from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
-from ik_layer.solver import Problem
 
 __all__ = ["Prediction", "assemble", "fk_poses", "prepare"]
 
@@ -50,14 +49,23 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     weights = None
     if any(job.weights is not None for job in jobs):
         weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
-    checked = Problem.prepare(robot, targets, None, None, weights, None, None, {})
+    checked = Problem.prepare(robot, targets, weights=weights)
     sizes = [job.rows for job in jobs]
     problems = []
     for job, target, row_weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
         warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
         posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
         batch = torch.Size([job.rows])
-        problems.append(Problem(batch, target, row_weights, warm_start, posture, job.options))
+        problems.append(
+            Problem(
+                batch=batch,
+                target=target,
+                weights=row_weights,
+                warm_start=warm_start,
+                posture=posture,
+                options=job.options,
+            )
+        )
     return problems
 
 

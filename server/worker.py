@@ -30,14 +30,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ik_layer import IKLayerError, Robot
-from ik_layer.engine import ROW_STATUS, Engine, Request, submit_problem
+from ik_layer import IKLayerError, Problem, Robot
+from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.server import encode
 from ik_layer.server.decode import IKJob, frame_keys
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.predict import assemble, prepare
-from ik_layer.solver import Problem
 
 __all__ = ["EngineWorker", "Ticket"]
 
@@ -274,7 +273,7 @@ class EngineWorker:
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
         assert ticket.problem is not None
         span = slice(ticket.submitted, ticket.submitted + rows)
-        part = submit_problem(self.engine, ticket.problem, next(self._seeds), span, ticket.deadline)
+        part = self.engine.submit_problem(ticket.problem.select(span), next(self._seeds), ticket.deadline)
         ticket.submitted += rows
         ticket.running.append((part, claim))
         self._metrics.rows_admitted.labels(self.name).inc(rows)

@@ -15,9 +15,9 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, RobotNotFound, ShapeError, SolveOptions
+from ik_layer.core.host import QUATERNION_NORM_TOLERANCE
 from ik_layer.exceptions import DeviceError, DTypeError
-from ik_layer.host import QUATERNION_NORM_TOLERANCE
-from ik_layer.lie import (
+from ik_layer.model.lie import (
     as_transform,
     from_rotation_translation,
     invert_transform,
@@ -283,7 +283,7 @@ def test_random_q_with_huge_limits_is_finite_and_inside(write_urdf, dtype):
     assert torch.isfinite(q).all()
     assert ((q >= robot.lower) & (q <= robot.upper)).all()
     assert (q[:, 0] < 0).any() and (q[:, 0] > 0).any()  # spread over the whole range, not stuck at a bound
-    assert robot.continuous.all()  # limits beyond ±1e6 read as unbounded: the joints wrap (ik_layer.limits)
+    assert robot.continuous.all()  # limits beyond ±1e6 read as unbounded: the joints wrap (ik_layer.model.limits)
 
 
 @pytest.mark.parametrize("dtype", [F64, F32], ids=str)

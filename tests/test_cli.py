@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import ik_layer
-import ik_layer.cli as cli
+import ik_layer.cli.main as cli
 from ik_layer import load_robot, solve
-from ik_layer.cli import main
-from ik_layer.io import BASE_COLUMNS, POSE_COLUMNS, pose_columns, q_columns
-from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
+from ik_layer.cli.files import BASE_COLUMNS, POSE_COLUMNS, pose_columns, q_columns
+from ik_layer.cli.main import main
+from ik_layer.model.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.robots import builtin_robots
 from ik_layer.testing import random_configurations
 

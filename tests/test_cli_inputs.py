@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ik_layer.io
-from ik_layer.cli import main
+import ik_layer.cli.files
+from ik_layer.cli.main import main
 
 ROBOT = "planar3"  # joints joint1, joint2, joint3
 CSV_Q = b"joint1,joint2,joint3\n0.1,0.2,0.3\n-0.1,0.0,0.5\n"
@@ -117,10 +117,10 @@ def test_a_bad_warm_start_file_exits_2_with_one_line(tmp_path, capsys):
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):
     huge = tmp_path / "huge.csv"
     with huge.open("wb") as stream:  # sparse: no disk, and reading it would take seconds and gigabytes
-        stream.truncate(ik_layer.io.MAX_INPUT_BYTES + 1)
+        stream.truncate(ik_layer.cli.files.MAX_INPUT_BYTES + 1)
     assert_refused(*run(["fk", ROBOT, str(huge)], capsys), "split it into smaller files")
     # At the limit a file is read; one byte over, refused.
-    monkeypatch.setattr(ik_layer.io, "MAX_INPUT_BYTES", len(CSV_Q))
+    monkeypatch.setattr(ik_layer.cli.files, "MAX_INPUT_BYTES", len(CSV_Q))
     (tmp_path / "q.csv").write_bytes(CSV_Q)
     assert main(["fk", ROBOT, str(tmp_path / "q.csv")]) == 0
     (tmp_path / "q.csv").write_bytes(CSV_Q + b"\n")

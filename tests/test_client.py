@@ -31,7 +31,7 @@ from ik_layer.client import (
     ServiceError,
     ServiceUnavailable,
 )
-from ik_layer.lie import matrix_to_pose, pose_error
+from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.testing import ServerProcess, random_bases
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,8 +22,8 @@ import torch
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.engine import CANCELLED, DEADLINE, RUNNING, SOLVED, BlockLauncher, Engine, TensorStore, open_store
-from ik_layer.lie import matrix_to_pose, pose_error
-from ik_layer.solver import _LMState, _Problem
+from ik_layer.model.lie import matrix_to_pose, pose_error
+from ik_layer.reference import _LMState, _Problem
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 
@@ -286,7 +286,7 @@ async def test_the_server_answers_ik_fk_and_gradients(anyio_backend: str) -> Non
 
 
 def test_the_cli_solves_on_the_device(tmp_path: Path) -> None:
-    from ik_layer.cli import main
+    from ik_layer.cli.main import main
 
     robot = robot_of("ur5e", F64, torch.device("cpu"))
     q = random_configurations(robot, 6, torch.Generator().manual_seed(17))

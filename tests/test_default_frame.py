@@ -1,4 +1,4 @@
-"""The default end-effector frame (:mod:`ik_layer.default_frame`): on every example-robot-data robot that loads,
+"""The default end-effector frame (:mod:`ik_layer.model.default_frame`): on every example-robot-data robot that loads,
 on small models that isolate each rule, and the log line that names it."""
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def test_the_default_frame_is_logged_with_the_moving_joints(caplog):
     with caplog.at_level(logging.INFO, logger="ik_layer"):
         ik_layer.load_robot(urdf(ARM, chain("l3", "tool0", kind="fixed")))
     lines = [r.getMessage() for r in caplog.records if r.name == "ik_layer"]
-    assert lines == ["r: no ee_frame given, using 'tool0' (see ik_layer.default_frame); moving joints: "
+    assert lines == ["r: no ee_frame given, using 'tool0' (see ik_layer.model.default_frame); moving joints: "
                      "l1_joint, l2_joint, l3_joint"]  # fmt: skip
 
 

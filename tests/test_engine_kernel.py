@@ -1,6 +1,6 @@
 """The fused LM block kernel (ik_layer.engine) against the eager solver's math, and its solves verified.
 
-The eager solver (``ik_layer.solver._LMState`` / ``_Problem``) is the reference: one kernel
+The eager solver (``ik_layer.reference._LMState`` / ``_Problem``) is the reference: one kernel
 iteration from the same state must give the same q, damping and cost; whole trajectories that never
 restart must end at the same iteration with the same answer. Solutions are verified by recomputing
 their errors in float64 with ``Robot.fk`` and ``lie.pose_error``, never only with the kernel's flag.
@@ -22,6 +22,7 @@ import warp as wp
 
 import ik_layer
 from ik_layer import SolveOptions
+from ik_layer.core.lm import LM
 from ik_layer.engine import (
     EMPTY,
     EXHAUSTED,
@@ -30,13 +31,12 @@ from ik_layer.engine import (
     BlockLauncher,
     lm_block_kernel,
     open_store,
-    solve_with_kernel,
 )
 from ik_layer.engine.kernel import Layout
-from ik_layer.engine.trig import sin_cos_function
-from ik_layer.lie import pose_error
-from ik_layer.lm_parameters import LM
-from ik_layer.solver import _LMState, _Problem
+from ik_layer.model.lie import pose_error
+from ik_layer.model.trig import sin_cos_function
+from ik_layer.reference import _LMState, _Problem
+from ik_layer.testing import solve_on_engine
 
 pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
 
@@ -314,7 +314,7 @@ def test_reachable_targets_solved_and_verified(robot_of, name: str, dtype: torch
     robot = robot_of(name, dtype)
     n = 300
     target = robot.fk(robot.random_q((n,), generator=gen(21)))
-    res = solve_with_kernel(robot, target, ONE_SEED, generator_seed=22)
+    res = solve_on_engine(robot, target, ONE_SEED, seed=22)
     ok = res.success
     assert float(ok.double().mean()) >= 0.995, f"{int((~ok).sum())} of {n} reachable targets failed"
     pos, ori = errors64(robot_of(name, F64), res.q, target)
@@ -334,7 +334,7 @@ def test_weighted_axes_position_only() -> None:
     target = robot.fk(robot.random_q((64,), generator=gen(31)))
     target[:, :3, :3] = torch.eye(3, dtype=F64)  # orientations mostly out of reach: ignored
     weights = torch.tensor([1.0, 1, 1, 0, 0, 0], dtype=F64)
-    res = solve_with_kernel(robot, target, ONE_SEED, weights=weights, generator_seed=32)
+    res = solve_on_engine(robot, target, ONE_SEED, weights=weights, seed=32)
     assert bool(res.success.all())
     assert (res.orientation_error == 0).all()
     pos, _ = errors64(robot, res.q, target, weights)
@@ -375,7 +375,7 @@ def test_unreachable_target_exhausts_its_budget(dtype: torch.dtype) -> None:
     assert_in_limits(robot, slots.best_q)
     assert torch.isfinite(slots.best_score).all() and (slots.best_score > 1e4).all()
 
-    res = solve_with_kernel(robot, target, options, generator_seed=43)
+    res = solve_on_engine(robot, target, options, seed=43)
     assert not bool(res.success.any())
     assert (res.iterations == options.restart_after).all()  # provably out of reach: one short seed
     assert_in_limits(robot, res.q)
@@ -387,7 +387,7 @@ def test_unreachable_target_exhausts_its_budget(dtype: torch.dtype) -> None:
 def test_warm_start_at_the_answer_takes_no_iteration(robot_of, name: str, dtype: torch.dtype) -> None:
     robot = robot_of(name, dtype)
     q = robot.random_q((16,), generator=gen(51))
-    res = solve_with_kernel(robot, robot.fk(q), warm_start=q)
+    res = solve_on_engine(robot, robot.fk(q), warm_start=q)
     assert bool(res.success.all())
     assert (res.iterations == 0).all()
     assert torch.equal(res.q, robot.wrap(q))
@@ -401,7 +401,7 @@ def test_starts_outside_the_limits_begin_as_robot_wrap_puts_them(robot_of, name:
     robot = robot_of(name, dtype)
     q = robot.random_q((16,), generator=gen(55))
     away = q + torch.linspace(-9.0, 9.0, 16, dtype=dtype)[:, None]  # up to about 1.4 turns, both ways
-    res = solve_with_kernel(robot, robot.fk(q), SolveOptions(max_iterations=0), warm_start=away)
+    res = solve_on_engine(robot, robot.fk(q), SolveOptions(max_iterations=0), warm_start=away)
     assert (res.iterations == 0).all()
     torch.testing.assert_close(res.q, robot.wrap(away), rtol=0, atol=1e-12 if dtype == F64 else 1e-5)
     assert_in_limits(robot, res.q)
@@ -410,11 +410,11 @@ def test_starts_outside_the_limits_begin_as_robot_wrap_puts_them(robot_of, name:
 def test_batch_shape_is_kept_and_rows_are_the_flat_solve() -> None:
     robot = builtin("planar3", F64)
     target = robot.fk(robot.random_q((2, 3), generator=gen(53)))
-    res = solve_with_kernel(robot, target, generator_seed=54)
-    flat = solve_with_kernel(robot, target.reshape(6, 4, 4), generator_seed=54)
+    res = solve_on_engine(robot, target, seed=54)
+    flat = solve_on_engine(robot, target.reshape(6, 4, 4), seed=54)
     assert torch.equal(res.q.reshape(6, 3), flat.q) and torch.equal(res.iterations.reshape(6), flat.iterations)
     assert res.success.all() and res.success.shape == (2, 3)
-    empty = solve_with_kernel(robot, target[:0, 0])
+    empty = solve_on_engine(robot, target[:0, 0])
     assert empty.q.shape == (0, 3) and empty.iterations.shape == (0,)
 
 
@@ -423,7 +423,7 @@ def test_zero_budget_records_the_start_only() -> None:
     q = robot.random_q((4,), generator=gen(52))
     target = robot.fk(q)
     target[2:, :3, 3] += 0.1
-    res = solve_with_kernel(robot, target, SolveOptions(max_iterations=0), warm_start=q)
+    res = solve_on_engine(robot, target, SolveOptions(max_iterations=0), warm_start=q)
     assert res.success.tolist() == [True, True, False, False]
     assert (res.iterations == 0).all() and torch.equal(res.q, q)
 
@@ -443,8 +443,8 @@ def test_results_do_not_depend_on_the_block_size(dtype: torch.dtype) -> None:
     for other in runs[1:]:
         for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "age", "rng", "cost"):
             assert torch.equal(getattr(runs[0], field), getattr(other, field)), field
-    again = solve_with_kernel(robot, target, options, generator_seed=3, block=1)
-    once = solve_with_kernel(robot, target, options, generator_seed=3, block=16)
+    again = solve_on_engine(robot, target, options, seed=3, block=1)
+    once = solve_on_engine(robot, target, options, seed=3, block=16)
     for field in ("q", "success", "iterations", "position_error", "orientation_error"):
         assert torch.equal(getattr(again, field), getattr(once, field)), field
 

@@ -15,12 +15,12 @@ import torch
 
 import ik_layer
 from ik_layer import SolveOptions
+from ik_layer.core.lm import LM
 from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, open_store
 from ik_layer.engine.kernel import Layout
 from ik_layer.engine.reach import reach
-from ik_layer.lie import pose_error
-from ik_layer.lm_parameters import LM
-from ik_layer.solver import _LMState, _Problem
+from ik_layer.model.lie import pose_error
+from ik_layer.reference import _LMState, _Problem
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, SOLVED, Engine, solve_with_kernel
+from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, SOLVED, Engine
 from ik_layer.engine.reach import reach
-from ik_layer.lie import pose_error
+from ik_layer.model.lie import pose_error
+from ik_layer.testing import solve_on_engine
 
 pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
 
@@ -189,7 +190,7 @@ def test_solve_with_kernel_matches_a_direct_engine_run(robot):
     direct = Engine(robot, capacity=10, block=16)
     request = direct.submit(target, start, OPTIONS, seed=5)
     direct.run(request)
-    via = solve_with_kernel(robot, target, OPTIONS, warm_start=start, generator_seed=5)
+    via = solve_on_engine(robot, target, OPTIONS, warm_start=start, seed=5)
     torch.testing.assert_close(via.q, request.result().q, rtol=0, atol=0)
 
 
@@ -236,7 +237,7 @@ def test_no_more_seeds_before_restart_after_iterations(robot):
 def test_several_seeds_reach_the_success_goal(name):
     robot = ik_layer.load_robot(name)
     _, target = reachable(robot, 1000, seed=60)
-    result = solve_with_kernel(robot, target, OPTIONS.replace(num_seeds=4), generator_seed=3)
+    result = solve_on_engine(robot, target, OPTIONS.replace(num_seeds=4), seed=3)
     assert result.success.float().mean() >= 0.999
     assert_verified(robot, result, target, OPTIONS)
 

@@ -1,4 +1,4 @@
-"""The fused FK + Jacobian kernel (ik_layer.engine.fk) against the eager torch kinematics, its reference.
+"""The fused FK + Jacobian kernel (ik_layer.model.fk_kernel) against the eager torch kinematics, its reference.
 
 ``Robot.fk`` and ``Robot.fk_jacobian`` run the kernel when no autograd goes through ``q``; the eager path
 (``Robot.kinematics``) stays for gradients and ``torch.func`` transforms. Pinocchio holds both to 1e-10 elsewhere
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.engine import fk
+from ik_layer.model import fk_kernel as fk
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN

@@ -15,7 +15,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, NonFiniteError, ShapeError, UnsupportedModelError
-from ik_layer.lie import from_rotation_translation
+from ik_layer.model.lie import from_rotation_translation
 from ik_layer.testing import random_bases
 
 F64 = torch.float64
@@ -107,7 +107,7 @@ def check_solved(robot: ik_layer.Robot, urdf, result: ik_layer.IKResult, target:
     poses, _ = pinocchio_frames(robot, urdf, result.q[result.success])
     reached, wanted = torch.from_numpy(poses), target[result.success]
     assert float((reached[..., :3, 3] - wanted[..., :3, 3]).norm(dim=-1).max()) <= 1e-4
-    rotation = ik_layer.lie.so3_log(wanted[..., :3, :3] @ reached[..., :3, :3].transpose(-1, -2))
+    rotation = ik_layer.model.lie.so3_log(wanted[..., :3, :3] @ reached[..., :3, :3].transpose(-1, -2))
     assert float(rotation.norm(dim=-1).max()) <= 1e-3
 
 

@@ -1,4 +1,4 @@
-"""``ik_layer.host``: the numpy pose checks and conversions agree with the torch ones of ``ik_layer.lie``."""
+"""``ik_layer.core.host``: the numpy pose checks and conversions agree with the torch ones of ``ik_layer.model.lie``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from ik_layer import IKLayerError, NonFiniteError, ShapeError, host
-from ik_layer.lie import as_transform, matrix_to_pose, pose_to_matrix, so3_exp
+from ik_layer import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.core import host
+from ik_layer.model.lie import as_transform, matrix_to_pose, pose_to_matrix, so3_exp
 
 
 def random_transforms(n: int, seed: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
+from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
 
 F64 = torch.float64
 TOL = {"rtol": 1e-10, "atol": 1e-10}

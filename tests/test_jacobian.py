@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ik_layer import jacobian as jacobian_module
 from ik_layer.exceptions import IKLayerError, ShapeError
-from ik_layer.jacobian import (
+from ik_layer.layer import jacobian as jacobian_module
+from ik_layer.layer.jacobian import (
     Diagonal,
     JacobianStrategy,
     batch_jacobian,

@@ -13,7 +13,7 @@ import torch
 
 import ik_layer
 from ik_layer import FrameNotFound, IKLayerError, NonFiniteError, RobotNotFound, ShapeError, UnsupportedModelError
-from ik_layer.lie import vee
+from ik_layer.model.lie import vee
 
 F64, F32 = torch.float64, torch.float32
 N_ORACLE = 1000  # configurations compared with Pinocchio, per robot and frame

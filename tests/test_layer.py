@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.lie import from_rotation_translation, matrix_to_pose, so3_exp
+from ik_layer.model.lie import from_rotation_translation, matrix_to_pose, so3_exp
 
 F64 = torch.float64
 # Solve to the float64 floor: a residual e moves q by up to cond(J) |e|, which finite differences divide by h.

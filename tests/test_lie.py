@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.lie import (
+from ik_layer.model.lie import (
     as_transform,
     from_rotation_translation,
     invert_transform,
@@ -448,7 +448,7 @@ def _broken(kind: str, dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["rigid", "scaled", "reflected", "bottom", "inf"])
 @pytest.mark.parametrize("host", [True, False], ids=["numpy", "torch"])
 def test_as_transform_checks_agree_on_the_numpy_and_torch_paths(kind, dtype, host, monkeypatch):
-    monkeypatch.setattr("ik_layer.lie._HOST_CHECK_MAX", 4096 if host else 0)
+    monkeypatch.setattr("ik_layer.model.lie._HOST_CHECK_MAX", 4096 if host else 0)
     messages = {
         "scaled": "rotation blocks must be orthonormal",
         "reflected": "rotation blocks must be orthonormal",

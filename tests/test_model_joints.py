@@ -13,7 +13,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, JointNotFound, UnsupportedModelError
-from ik_layer.joints import select_joints
+from ik_layer.model.joints import select_joints
 
 TALOS = "talos_data/robots/talos_reduced.urdf"
 TORSO = {"torso_1_joint": 0.3, "torso_2_joint": -0.2}

@@ -8,7 +8,7 @@ import torch
 
 import ik_layer
 from ik_layer import UnsupportedModelError
-from ik_layer.limits import PRISMATIC_HALF_RANGE
+from ik_layer.model.limits import PRISMATIC_HALF_RANGE
 
 ARM = '<limit lower="-2.5" upper="2.5" effort="1" velocity="1"/>'
 

@@ -75,8 +75,8 @@ def test_limit_without_bounds_is_unbounded_not_frozen():
         urdf(joint("j1", "base", "a", extra=bare), joint("j2", "a", "b", "prismatic", extra=bare))
     )
     assert robot.continuous.tolist() == [True, False]
-    assert robot.lower.tolist() == [-np.pi, -ik_layer.limits.PRISMATIC_HALF_RANGE]
-    assert robot.upper.tolist() == [np.pi, ik_layer.limits.PRISMATIC_HALF_RANGE]
+    assert robot.lower.tolist() == [-np.pi, -ik_layer.model.limits.PRISMATIC_HALF_RANGE]
+    assert robot.upper.tolist() == [np.pi, ik_layer.model.limits.PRISMATIC_HALF_RANGE]
 
 
 MJCF = """<mujoco model="mj_arm"><compiler angle="radian"/><worldbody>

@@ -13,7 +13,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError
-from ik_layer.joints import Mimic
+from ik_layer.model.joints import Mimic
 
 LIMIT = '<limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>'
 

@@ -12,7 +12,7 @@ import torch
 
 import ik_layer
 from ik_layer import FrameNotFound, IKLayerError, ShapeError
-from ik_layer.lie import from_rotation_translation, pose_error
+from ik_layer.model.lie import from_rotation_translation, pose_error
 
 F64 = torch.float64
 TALOS = "talos_data/robots/talos_reduced.urdf"

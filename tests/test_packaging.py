@@ -125,8 +125,8 @@ CLIENT_FILES = {
     "ik_layer/__init__.py",
     "ik_layer/client.py",
     "ik_layer/exceptions.py",
-    "ik_layer/host.py",
-    "ik_layer/options.py",
+    "ik_layer/core/host.py",
+    "ik_layer/core/options.py",
     "ik_layer/py.typed",
 }
 

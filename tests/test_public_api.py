@@ -13,9 +13,9 @@ import ik_layer
 PUBLIC_MODULES = [
     "ik_layer",
     "ik_layer.exceptions",
-    "ik_layer.kinematics",
-    "ik_layer.lie",
-    "ik_layer.options",
+    "ik_layer.model.robot",
+    "ik_layer.model.lie",
+    "ik_layer.core.options",
     "ik_layer.robots",
     "ik_layer.testing",
     "ik_layer.client",

@@ -16,7 +16,7 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
-from ik_layer.lie import matrix_to_pose, pose_to_matrix
+from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
 from ik_layer.testing import random_bases
 
@@ -611,7 +611,7 @@ async def test_both_hands_are_solved_and_fk_of_the_answers_meets_the_targets(
     assert answers.shape == (8, 14) and bool(((answers >= robot.lower) & (answers <= robot.upper)).all())
     wanted = pose_to_matrix(frame_poses(targets, HANDS))
     reached = robot.fk(answers)  # (8, 2, 4, 4)
-    error = ik_layer.lie.pose_error(wanted, reached)
+    error = ik_layer.model.lie.pose_error(wanted, reached)
     assert float(error[..., :3].norm(dim=-1).max()) <= 1e-4 and float(error[..., 3:].norm(dim=-1).max()) <= 1e-3
     torch.testing.assert_close(  # the worst hand's errors
         torch.tensor([s["position_error"] for s in solutions], dtype=torch.float64),
@@ -675,7 +675,7 @@ async def test_per_frame_weights_of_concurrent_requests_are_their_own(multi: tup
     assert all(s["success"] for s in loose_solutions + full_solutions)
     for solutions, weight_right in ((loose_solutions, POSITION_ONLY), (full_solutions, [1.0] * 6)):
         answer = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
-        error = ik_layer.lie.pose_error(pose_to_matrix(frame_poses(full, HANDS)), robot.fk(answer))
+        error = ik_layer.model.lie.pose_error(pose_to_matrix(frame_poses(full, HANDS)), robot.fk(answer))
         assert float(error[..., :3].norm(dim=-1).max()) <= 1e-4
         assert float(error[:, 0, 3:].norm(dim=-1).max()) <= 1e-3  # the left hand's orientation always counts
         if weight_right != POSITION_ONLY:

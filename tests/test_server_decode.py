@@ -11,7 +11,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, SolveOptions
-from ik_layer.lie import matrix_to_pose
+from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob, fk_configurations, frame_keys, frames_of, ik_job, parse
 from ik_layer.server.errors import error_response
 from ik_layer.server.exceptions import FieldError, TooManyRows

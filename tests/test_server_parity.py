@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import ik_layer
 from ik_layer.client import AsyncClient
-from ik_layer.lie import matrix_to_pose, pose_error, pose_to_matrix
+from ik_layer.model.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.server import Settings, create_app
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,8 @@ import torch
 
 import ik_layer
 from ik_layer import IKResult, NonFiniteError, SolveOptions
-from ik_layer.engine import Engine, submit_problem
-from ik_layer.lie import matrix_to_pose
+from ik_layer.engine import Engine
+from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
 from ik_layer.server.predict import assemble, fk_poses, prepare
 
@@ -35,7 +35,7 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
     (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
     parts = [
-        submit_problem(engine, problem, seed, slice(a, b), deadline)
+        engine.submit_problem(problem.select(slice(a, b)), seed, deadline)
         for seed, (a, b) in enumerate(zip(edges, cuts, strict=False))
     ]
     engine.run()
@@ -74,7 +74,7 @@ def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Rob
     assert prediction.gradient is None
     # the reported errors are those of the configurations returned
     reached = ur5e.fk(prediction.result.q)[:, :3, 3]
-    want = ik_layer.lie.pose_to_matrix(targets)[:, :3, 3]
+    want = ik_layer.model.lie.pose_to_matrix(targets)[:, :3, 3]
     torch.testing.assert_close(prediction.result.position_error, (reached - want).norm(dim=-1))
 
 
@@ -85,7 +85,7 @@ def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_
         IKJob(targets[2:], None, OPTIONS.replace(num_seeds=1), gradient=False, timeout=1.0),
     ]
     first, second = prepare(ur5e, jobs)
-    want = ik_layer.lie.pose_to_matrix(targets)
+    want = ik_layer.model.lie.pose_to_matrix(targets)
     torch.testing.assert_close(torch.cat([first.target, second.target]), want, rtol=0, atol=0)
     torch.testing.assert_close(first.warm_start, q[:2], rtol=0, atol=0)
     assert second.warm_start is None and (first.options, second.options) == (OPTIONS, OPTIONS.replace(num_seeds=1))

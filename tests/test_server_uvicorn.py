@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.lie import matrix_to_pose
+from ik_layer.model.lie import matrix_to_pose
 from ik_layer.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]

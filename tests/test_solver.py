@@ -19,7 +19,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, SolveOptions
-from ik_layer.lie import matrix_to_pose, pose_error
+from ik_layer.model.lie import matrix_to_pose, pose_error
 
 solve = ik_layer.solve  # replaced per test by the `path` fixture: every test runs on both paths
 

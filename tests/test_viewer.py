@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.lie import matrix_to_pose, pose_error
+from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.testing import free_port
 
 pytest.importorskip("viser", reason="the viewer needs the view extra (pip install -e '.[view]')")
@@ -55,7 +55,7 @@ def test_gizmo_update_shows_a_configuration_that_solves_the_target(viewer: Viewe
     result = drag_gizmo_to(viewer, target)
     assert bool(result.success)
     assert torch.equal(viewer.q, result.q)
-    error = pose_error(robot.fk(viewer.q), ik_layer.lie.pose_to_matrix(target)).abs()
+    error = pose_error(robot.fk(viewer.q), ik_layer.model.lie.pose_to_matrix(target)).abs()
     assert float(error[:3].max()) < 1e-4 and float(error[3:].max()) < 1e-3
     drawn = viewer.ee_pose()  # the end effector as placed in the scene
     torch.testing.assert_close(drawn[:3], target[:3], rtol=0, atol=1e-4)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ik_layer.warp_runtime import NO_DRIVER, _has_cuda_driver
+from ik_layer.model.warp_runtime import NO_DRIVER, _has_cuda_driver
 
 
 def test_init_warp_drops_the_no_driver_line_and_only_it():
-    code = "from ik_layer.warp_runtime import init_warp; init_warp(); import warp; print(warp.is_cpu_available())"
+    code = "from ik_layer.model.warp_runtime import init_warp; init_warp(); import warp; print(warp.is_cpu_available())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.split()[-1] == "True", done.stderr
     assert NO_DRIVER not in done.stderr

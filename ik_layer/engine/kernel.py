@@ -1,8 +1,8 @@
 """The fused Levenberg-Marquardt block kernel: one warp thread per slot, ``block`` iterations per launch.
 
 One launch advances every RUNNING slot by up to ``block`` iterations of the eager solver's step
-(:meth:`ik_layer.solver._LMState.step`) and bookkeeping (:meth:`ik_layer.solver._Problem._record`,
-the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for one seed per slot:
+(:meth:`ik_layer.reference._LMState.step`) and bookkeeping (:meth:`ik_layer.reference._Problem._record`,
+the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), for one seed per slot:
 
 1. at the block start: forward kinematics, Jacobian (``LOCAL_WORLD_ALIGNED``, rows [linear;
    angular] per end-effector frame) and error ``e = [p_t - p; log(R_t R^T)]`` per frame at ``q``; a
@@ -10,10 +10,10 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by ``L D L^T`` (Cholesky
    without square roots), one active-set pass for the joints it pushes past a limit, the candidate
    ``wrap(integrate(q, dq))``; a slot with a posture adds ``pull - (H + damping I)^-1 H pull``,
-   ``pull = LM.posture_gain (posture - q)`` over the joints, to both solves (``ik_layer.solver._damped_step``: the pull
-   projected on the null space);
+   ``pull = LM.posture_gain (posture - q)`` over the joints, to both solves
+   (``ik_layer.reference._damped_step``: the pull projected on the null space);
 3. the candidate is kept iff it lowers the cost (``mu *= LM.mu_decrease``), else ``mu *= LM.mu_increase``
-   (:data:`ik_layer.lm_parameters.LM`); with a posture, a pulled candidate that does not lower the cost gives way to the
+   (:data:`ik_layer.core.lm.LM`); with a posture, a pulled candidate that does not lower the cost gives way to the
    plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
@@ -26,7 +26,7 @@ the progress checks and restarts of :meth:`ik_layer.solver._Problem.run`), for o
 The robot's shape (:class:`Layout`) is compiled in: F end-effector frames, each reached by a chain of
 ``length`` entries (shorter chains padded with still ones), ``joints`` coordinates, and optionally a
 floating base (``q = [x, y, z, qx, qy, qz, qw, joints]``, tangent ``[base twist in the base frame,
-joints]``, steps applied on SE(3) as :func:`ik_layer.floating.integrate_base`). Each chain entry moves
+joints]``, steps applied on SE(3) as :func:`ik_layer.model.floating.integrate_base`). Each chain entry moves
 with ``q[col] * scale + offset``: a mimic joint follows its leader's coordinate, and its Jacobian
 column adds to the leader's, times ``scale``.
 
@@ -36,7 +36,7 @@ configuration, errors and age are reset there and its restart RNG is seeded with
 without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers of its
 restart stream (``random_start`` becomes 2: drawn, stream seeded); a given start is brought inside the
 limits there as :meth:`Robot.wrap` does. A floating base starts and restarts where the first frame meets
-its target (:meth:`ik_layer.solver._Problem.random_starts`).
+its target (:meth:`ik_layer.reference._Problem.random_starts`).
 
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
@@ -52,9 +52,9 @@ from types import SimpleNamespace
 import torch
 import warp as wp
 
-from ik_layer.engine.trig import sin_cos_function
-from ik_layer.floating import BASE_NQ, BASE_NV
-from ik_layer.lm_parameters import LM
+from ik_layer.core.lm import LM
+from ik_layer.model.floating import BASE_NQ, BASE_NV
+from ik_layer.model.trig import sin_cos_function
 
 wp.config.log_level = wp.LOG_ERROR  # a library prints no banner, compile messages or CPU-only warnings
 
@@ -85,7 +85,7 @@ _WARP_FLOAT = {torch.float32: wp.float32, torch.float64: wp.float64}
 # (measured ad hoc on the 2-core machine: a cold compile of talos' whole body takes 8 s instead of 32, at the same
 # speed).
 KERNEL_OPTIONS = {"module": "unique", "enable_backward": False, "module_options": {"max_unroll": 4}}
-_SMALL_ANGLE_SQ = 1e-8  # as ik_layer.floating: below this squared angle, series replace the closed forms
+_SMALL_ANGLE_SQ = 1e-8  # as ik_layer.model.floating: below this squared angle, series replace the closed forms
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
     @wp.func
     def so3_log(r: mat33) -> vec3:
-        """Rotation vector of ``r``, exactly as :func:`ik_layer.lie.so3_log` (axis from the symmetric part
+        """Rotation vector of ``r``, exactly as :func:`ik_layer.model.lie.so3_log` (axis from the symmetric part
         beyond pi/2)."""
         v = vec3(r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]) * f(0.5)
         c = wp.clamp((r[0, 0] + r[1, 1] + r[2, 2] - f(1.0)) * f(0.5), f(-1.0), f(1.0))
@@ -544,7 +544,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         chain: Chain,
     ) -> vecq:
         """``q`` (its base at the origin) with a floating base placed where the first frame meets its target at
-        ``q``'s joints, as :meth:`ik_layer.solver._Problem.random_starts`: its pose if that frame weighs a
+        ``q``'s joints, as :meth:`ik_layer.reference._Problem.random_starts`: its pose if that frame weighs a
         rotation axis, else its position."""
         out = q
         if wp.static(floating):
@@ -563,7 +563,8 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     @wp.func
     def integrate(q: vecq, dq: vect) -> vecq:
         """``q`` moved by the tangent ``dq``: the joints added, a floating base by ``exp(twist)`` in its own
-        frame with a unit quaternion (as :func:`ik_layer.floating.integrate_base`); neither wrapped nor clamped."""
+        frame with a unit quaternion (as :func:`ik_layer.model.floating.integrate_base`); neither wrapped nor
+        clamped."""
         out = q
         for a in range(joints):
             out[bq + a] = q[bq + a] + dq[bv + a]

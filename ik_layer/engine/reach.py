@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.engine.slots import Array
-from ik_layer.kinematics import Robot
+from ik_layer.model.robot import Robot
 
 __all__ = ["Reach", "reach"]
 

@@ -30,16 +30,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import IKResult, frame_errors
 from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import compact_index
 from ik_layer.engine.store import open_store
 from ik_layer.exceptions import IKLayerError
-from ik_layer.kinematics import Robot
-from ik_layer.lie import pose_error
-from ik_layer.options import SolveOptions
-from ik_layer.solver import IKResult
+from ik_layer.model.lie import pose_error
+from ik_layer.model.robot import Robot
 
 __all__ = ["CANCELLED", "DEADLINE", "ROW_STATUS", "Engine", "Request"]
 
@@ -146,9 +147,8 @@ class Request:
             rows = torch.from_numpy(np.flatnonzero(~measured)).to(self.q.device)
             self.q[rows] = robot.wrap(self.q[rows])  # a start as given
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
-            masked = (pose_error(self.target[rows], pose) * (self.weights[rows] > 0)).reshape(len(rows), -1, 6)
-            worst = torch.stack((masked[..., :3].norm(dim=-1), masked[..., 3:].norm(dim=-1)), dim=-1).amax(1)
-            self.error[rows] = worst  # the worst frame's
+            error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
+            self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
         self.done.set()
 
 
@@ -249,6 +249,31 @@ class Engine:
         with self._lock:
             self._waiting.append(request)
         return request
+
+    def submit_problem(self, problem: Problem, seed: int, deadline: float | None = None) -> Request:
+        """Queue the targets of a checked :class:`~ik_layer.core.problem.Problem` (thread-safe), as :meth:`submit`.
+
+        A target's first seeds start at its warm start, then its posture (when given), else uniform in the
+        limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
+        seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
+        """
+        given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
+        return self.submit(
+            problem.target,
+            torch.stack(given, dim=1) if given else None,  # None: random starts drawn by the kernel
+            problem.options,
+            weights=problem.weights,
+            posture=problem.posture,
+            seed=seed,
+            deadline=deadline,
+        )
+
+    def solve(self, problem: Problem, seed: int) -> IKResult:
+        """Solve a checked problem here and now (as :meth:`submit_problem`, then :meth:`run` until it is done);
+        the caller owns the engine (one worker thread at a time)."""
+        request = self.submit_problem(problem, seed)
+        self.run(request)
+        return request.result(problem.batch)
 
     def cancel(self, request: Request) -> None:
         """Retire ``request``'s targets at the next step (thread-safe); they answer with status CANCELLED."""

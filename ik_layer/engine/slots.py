@@ -23,11 +23,11 @@ import torch
 import warp as wp
 from torch import Tensor
 
+from ik_layer.core.lm import LM
+from ik_layer.core.options import SolveOptions
 from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, bind_chain, warp_types
-from ik_layer.kinematics import Robot
-from ik_layer.lm_parameters import LM
-from ik_layer.options import SolveOptions
-from ik_layer.warp_runtime import init_warp
+from ik_layer.model.robot import Robot
+from ik_layer.model.warp_runtime import init_warp
 
 __all__ = ["Array", "Readout", "Slots", "compact_index"]
 
@@ -56,7 +56,7 @@ class Slots(ABC):
         q (nq,), mu: the current configuration and relative damping.
         best_q (nq,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
             score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
-            posture at distance ``d`` from it (as ``ik_layer.solver._Problem._record``).
+            posture at distance ``d`` from it (as ``ik_layer.reference._Problem._record``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
         rng: int32 bits of the uint32 restart RNG state (its stream offset until the first launch);
         rng_seed: int32 seed of the restart stream; check_cost: cost at the last progress check;

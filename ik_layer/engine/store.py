@@ -21,8 +21,8 @@ from torch import Tensor
 
 from ik_layer.engine.slots import Array, Readout, Slots
 from ik_layer.exceptions import IKLayerError
-from ik_layer.kinematics import Robot
-from ik_layer.warp_runtime import torch_stream
+from ik_layer.model.robot import Robot
+from ik_layer.model.warp_runtime import torch_stream
 
 __all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store"]
 

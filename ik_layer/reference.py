@@ -3,7 +3,7 @@
 With F end-effector frames the residual stacks the F frames' 6-D errors (6F rows, as do the Jacobian
 and the weights): one LM over all of them. A target succeeds when every frame is within tolerance.
 
-A floating base (:mod:`ik_layer.floating`) moves on SE(3): each step is a tangent ``dq`` (dof) applied by
+A floating base (:mod:`ik_layer.model.floating`) moves on SE(3): each step is a tangent ``dq`` (dof) applied by
 :meth:`Robot.integrate` (the base by the exponential map, the joints additively); limits bound the joints.
 A posture pulls and ranks the joints only: the base goes where the frames take it.
 
@@ -17,124 +17,29 @@ device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.floating import BASE_NQ
-from ik_layer.kinematics import Robot
-from ik_layer.lie import host_values, matrix_to_quaternion, pose_error
-from ik_layer.lm_parameters import LM
-from ik_layer.options import SolveOptions
+from ik_layer.core.lm import LM
+from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import IKResult, frame_errors
+from ik_layer.model.floating import BASE_NQ
+from ik_layer.model.lie import matrix_to_quaternion, pose_error
+from ik_layer.model.robot import Robot
 
-__all__ = ["IKResult", "Problem", "solve_reference"]
-
-_MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
+__all__ = ["solve_reference"]
 
 
-@dataclass(frozen=True)
-class IKResult:
-    """Solutions of a batch of IK problems; every field has the targets' batch shape ``(...)``.
+def solve_reference(robot: Robot, problem: Problem, generator: torch.Generator | None = None) -> IKResult:
+    """Solve a checked :class:`~ik_layer.core.problem.Problem` with the eager torch solver (the reference path).
 
-    Attributes:
-        q: (..., nq) best configuration found, inside the joint limits (a floating base first, see
-            :class:`~ik_layer.Robot`; nq == dof without one).
-        success: (...) bool, both errors within their tolerances (at every end-effector frame).
-        position_error: (...) [m] norm of the weighted position error axes (the worst frame's).
-        orientation_error: (...) [rad] norm of the weighted rotation-vector error axes (the worst frame's).
-        iterations: (...) int64, iterations until success (the budget used if it failed).
+    :func:`ik_layer.solve` runs it with ``reference=True``; ``generator`` draws the random seeds.
     """
-
-    q: Tensor
-    success: Tensor
-    position_error: Tensor
-    orientation_error: Tensor
-    iterations: Tensor
-
-
-def solve_reference(
-    robot: Robot,
-    target: Tensor,
-    options: SolveOptions | None = None,
-    *,
-    warm_start: Tensor | None = None,
-    weights: Tensor | None = None,
-    posture: Tensor | None = None,
-    generator: torch.Generator | None = None,
-    **option_changes: Any,
-) -> IKResult:
-    """Solve IK for a batch of end-effector targets with the eager torch solver (the reference path).
-
-    Arguments and result as :func:`ik_layer.solve`, which runs the fused engine by default and this
-    function with ``reference=True``.
-    """
-    problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
     run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator)
     q, ok, pos_err, ori_err, iters = run.run(problem.warm_start)
-    return problem.unflatten(IKResult(q, ok, pos_err, ori_err, iters))
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The validated inputs of one solve, flattened to ``n`` rows (the targets' batch shape kept apart).
-
-    Attributes:
-        batch: the targets' batch shape ``(...)``.
-        target: (n, [F,] 4, 4) ``T_base_ee`` targets; weights: (n, [F,] 6); warm_start, posture: (n, nq) or None.
-        options: the resolved solver options.
-    """
-
-    batch: torch.Size
-    target: Tensor
-    weights: Tensor
-    warm_start: Tensor | None
-    posture: Tensor | None
-    options: SolveOptions
-
-    @staticmethod
-    def prepare(
-        robot: Robot,
-        target: Tensor,
-        options: SolveOptions | None,
-        warm_start: Tensor | None,
-        weights: Tensor | None,
-        posture: Tensor | None,
-        generator: torch.Generator | None,
-        option_changes: dict[str, Any],
-    ) -> Problem:
-        """Check every argument of :func:`solve` (IKLayerError naming it) and flatten the per-target ones."""
-        opts = SolveOptions.build(options, **option_changes)
-        if not isinstance(robot, Robot):
-            raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-        target_t = robot.check_target(target)
-        if target_t.numel() and float(abs(host_values(target_t)[..., :3, 3]).max()) > _MAX_TARGET_DISTANCE:
-            raise IKLayerError(f"target positions must lie within {_MAX_TARGET_DISTANCE:g} m of the base")
-        robot.check_generator(generator)
-        batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
-        flat = target_t.reshape(-1, *robot.target_shape)
-        n = flat.shape[0]
-        return Problem(
-            batch=batch,
-            target=flat,
-            weights=_weights(robot, weights, batch, n),
-            warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
-            posture=_per_target(robot, posture, batch, n, "posture"),
-            options=opts,
-        )
-
-    def unflatten(self, result: IKResult) -> IKResult:
-        """``result`` of the flat rows, reshaped to the targets' batch shape."""
-        if len(self.batch) == 1:  # already flat
-            return result
-        return IKResult(
-            q=result.q.reshape(*self.batch, result.q.shape[-1]),
-            success=result.success.reshape(self.batch),
-            position_error=result.position_error.reshape(self.batch),
-            orientation_error=result.orientation_error.reshape(self.batch),
-            iterations=result.iterations.reshape(self.batch),
-        )
+    return IKResult(q, ok, pos_err, ori_err, iters).reshaped(problem.batch)
 
 
 class _Problem:
@@ -164,8 +69,7 @@ class _Problem:
 
     def errors(self, e: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
         """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6F), the worst frame's."""
-        masked = (e * (self.weights[rows] > 0)[:, None, :]).unflatten(-1, (-1, 6))
-        return masked[..., :3].norm(dim=-1).amax(-1), masked[..., 3:].norm(dim=-1).amax(-1)
+        return frame_errors(e, self.weights[rows, None])
 
     def score(self, e: Tensor, rows: Tensor) -> Tensor:
         """Error in units of the tolerances; <= 1 is success."""
@@ -369,35 +273,3 @@ def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tenso
     e = pose_error(problem.target[rows, None], pose).flatten(q.dim() - 1)
     cost = (problem.weights[rows, None] * e * e).sum(-1)
     return e, jac.flatten(q.dim() - 1, -2), cost
-
-
-def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
-    shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
-    if weights is None:
-        return torch.ones(n, *shape, dtype=robot.dtype, device=robot.device)
-    w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
-    if w.dim() < 1 or w.shape[-1] != 6:
-        raise ShapeError(f"weights must have shape (6,) or (..., {', '.join(map(str, shape))}), got {tuple(w.shape)}")
-    if not torch.isfinite(w).all() or bool((w < 0).any()):
-        raise NonFiniteError("weights must be finite and non-negative")
-    try:
-        w = w.expand(*batch, *shape).reshape(n, *shape)
-    except RuntimeError as err:
-        raise ShapeError(
-            f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}"
-        ) from err
-    if bool((w.sum(-1) == 0).any()):
-        raise IKLayerError("weights must have at least one non-zero entry per target")
-    return w
-
-
-def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name: str) -> Tensor | None:
-    if x is None:
-        return None
-    robot.check_q(x, name)
-    try:
-        return x.expand(*batch, robot.nq).reshape(n, robot.nq)
-    except RuntimeError as err:
-        raise ShapeError(
-            f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
-        ) from err

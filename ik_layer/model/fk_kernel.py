@@ -17,7 +17,7 @@ import warp as wp
 from torch import Tensor
 
 from ik_layer.engine.kernel import KERNEL_OPTIONS, Layout, bind_chain, chain_struct, lm_functions, warp_types
-from ik_layer.warp_runtime import init_warp, torch_stream
+from ik_layer.model.warp_runtime import init_warp, torch_stream
 
 __all__ = ["fk_kernel", "forward", "takes"]
 

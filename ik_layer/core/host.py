@@ -1,8 +1,8 @@
 """Pose checks and conversions on numpy arrays, without torch: what the client shares with the library.
 
 :mod:`ik_layer.client` runs on numpy alone (the ``ik-layer-client`` install has no torch); the library
-uses the same checks for inputs it reads on the host (:func:`check_rigid` in :mod:`ik_layer.lie`,
-:func:`matrix_to_pose` in the file readers). The differentiable torch versions are in :mod:`ik_layer.lie`;
+uses the same checks for inputs it reads on the host (:func:`check_rigid` in :mod:`ik_layer.model.lie`,
+:func:`matrix_to_pose` in the file readers). The differentiable torch versions are in :mod:`ik_layer.model.lie`;
 tests hold the two to the same values. Conventions (ROS): quaternions ``(x, y, z, w)``, poses
 ``[x, y, z, qx, qy, qz, qw]``, transforms (..., 4, 4).
 """
@@ -26,7 +26,7 @@ __all__ = [
     "rotation_entries",
 ]
 
-MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.lie's)
+MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.model.lie's)
 
 QUATERNION_NORM_TOLERANCE = 0.01
 """How far from 1 the norm of a target's quaternion may be, ``| |q| - 1 | <= 0.01``; it is then normalised.
@@ -76,7 +76,7 @@ def check_rigid(t: Any, name: str) -> None:
 
 
 def as_checked(x: np.ndarray, name: str) -> np.ndarray:
-    """``x``, checked as :func:`ik_layer.lie.as_transform` checks a target: shape (..., 7) or (..., 4, 4), finite
+    """``x``, checked as :func:`ik_layer.model.lie.as_transform` checks a target: shape (..., 7) or (..., 4, 4), finite
     values, rigid transforms and quaternions of norm 1 (to :data:`QUATERNION_NORM_TOLERANCE`); poses stay poses,
     transforms stay transforms.
 
@@ -101,7 +101,8 @@ def as_checked(x: np.ndarray, name: str) -> np.ndarray:
 def matrix_to_pose(t: np.ndarray) -> np.ndarray:
     """Pose ``[x, y, z, qx, qy, qz, qw]`` (``qw >= 0``) of transforms: (..., 4, 4) -> (..., 7).
 
-    The quaternion by Shepperd's method (the largest of four pivots), as :func:`ik_layer.lie.matrix_to_quaternion`.
+    The quaternion by Shepperd's method (the largest of four pivots), as
+    :func:`ik_layer.model.lie.matrix_to_quaternion`.
     """
     r = t[..., :3, :3]
     m00, m11, m22 = r[..., 0, 0], r[..., 1, 1], r[..., 2, 2]
@@ -140,7 +141,7 @@ def pose_to_matrix(pose: np.ndarray, name: str = "pose") -> np.ndarray:
 def rotation_entries(x: Any, y: Any, z: Any, w: Any) -> tuple[Any, ...]:
     """The 9 entries, row by row, of the rotation matrix of unit quaternions with components ``x, y, z, w``.
 
-    Arithmetic only, so the components are numpy arrays or torch tensors alike (:mod:`ik_layer.lie` stacks
+    Arithmetic only, so the components are numpy arrays or torch tensors alike (:mod:`ik_layer.model.lie` stacks
     them into tensors, :func:`pose_to_matrix` into arrays).
     """
     xx, yy, zz = x * x, y * y, z * z

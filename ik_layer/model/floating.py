@@ -13,7 +13,7 @@ import pinocchio as pin
 import torch
 from torch import Tensor
 
-from ik_layer.lie import _unit_quaternion_to_matrix, skew
+from ik_layer.model.lie import _unit_quaternion_to_matrix, skew
 
 __all__ = [
     "BASE_NQ",

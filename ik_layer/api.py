@@ -2,7 +2,7 @@
 
 The engine (:mod:`ik_layer.engine`: one warp kernel per block of LM iterations over a pool of
 slots, more seeds only for targets that stall) is the default. The eager torch solver
-(:func:`ik_layer.solver.solve_reference`) is the readable reference the engine is tested against;
+(:func:`ik_layer.reference.solve_reference`) is the readable reference the engine is tested against;
 ``reference=True`` picks it. Both solve every robot the library loads: several end-effector frames,
 mimic joints and a floating base included. Only the engine gives up early on targets provably out of
 reach (:mod:`ik_layer.engine.reach`: one seed of ``restart_after`` iterations); the eager path spends
@@ -17,11 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ik_layer.engine import Engine, solve_problem
+from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import IKResult
+from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
-from ik_layer.kinematics import Robot
-from ik_layer.options import SolveOptions
-from ik_layer.solver import IKResult, Problem, solve_reference
+from ik_layer.model.robot import Robot
+from ik_layer.reference import solve_reference
 
 __all__ = ["solve"]
 
@@ -79,21 +81,21 @@ def solve(
         raise IKLayerError(
             f"engine must be an ik_layer.Engine built for this robot on its current device and dtype, got {engine!r}"
         )
+    if reference and engine is not None:
+        raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
+    problem = Problem.prepare(
+        robot, target, options, warm_start=warm_start, weights=weights, posture=posture, **option_changes
+    )
+    robot.check_generator(generator)
     if reference:
-        if engine is not None:
-            raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
-        return solve_reference(
-            robot, target, options, warm_start=warm_start, weights=weights, posture=posture, generator=generator,
-            **option_changes,
-        )  # fmt: skip
-    problem = Problem.prepare(robot, target, options, warm_start, weights, posture, generator, option_changes)
+        return solve_reference(robot, problem, generator)
     draw = {"generator": generator} if generator is not None else {}
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
     if engine is not None:
-        return solve_problem(engine, problem, seed)
-    shared, lock = _engine_for(robot, problem.target.shape[0] * problem.options.num_seeds)
+        return engine.solve(problem, seed)
+    shared, lock = _engine_for(robot, problem.rows * problem.options.num_seeds)
     with lock:
-        return solve_problem(shared, problem, seed)
+        return shared.solve(problem, seed)
 
 
 def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:

@@ -11,7 +11,7 @@ __all__ = ["LM", "LMParameters"]
 
 @dataclass(frozen=True)
 class LMParameters:
-    """Damping, posture pull and restart constants of the LM step (:mod:`ik_layer.solver`,
+    """Damping, posture pull and restart constants of the LM step (:mod:`ik_layer.reference`,
     :mod:`ik_layer.engine.kernel`).
 
     Attributes:

@@ -29,13 +29,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ik_layer.api import solve
+from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.exceptions import IKLayerError, ShapeError
-from ik_layer.implicit import damped_pseudo_inverse, implicit_root
-from ik_layer.kinematics import Robot
-from ik_layer.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
-from ik_layer.options import OPTION_SPECS, SolveOptions
-from ik_layer.solver import IKResult
-from ik_layer.solving import solve
+from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_root
+from ik_layer.model.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
+from ik_layer.model.robot import Robot
+from ik_layer.reference import IKResult
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
 

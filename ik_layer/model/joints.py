@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ik_layer.default_frame import default_frame
 from ik_layer.exceptions import FrameNotFound, IKLayerError, JointNotFound, UnsupportedModelError
+from ik_layer.model.default_frame import default_frame
 
 __all__ = ["JointSelection", "Mimic", "frame_id", "motion_axis", "select_joints"]
 
@@ -71,7 +71,7 @@ def select_joints(
 ) -> JointSelection:
     """The joints a robot on ``model`` moves towards ``ee_frames`` (see the module docstring).
 
-    ``ee_frames`` None picks one frame: the tool frame of the longest arm (see :mod:`ik_layer.default_frame`;
+    ``ee_frames`` None picks one frame: the tool frame of the longest arm (see :mod:`ik_layer.model.default_frame`;
     never one below a mimic joint). ``floating_base``: whether a
     free-flyer will carry ``model`` (frames fixed to the base are then end-effectors too). Raises FrameNotFound,
     JointNotFound, UnsupportedModelError (a moving joint of an unsupported type, no moving joint under a frame

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
-from ik_layer.io import (
+from ik_layer.api import solve
+from ik_layer.cli.files import (
     BASE_COLUMNS,
     POSE_COLUMNS,
     Rows,
@@ -37,18 +37,18 @@ from ik_layer.io import (
     write_csv,
     write_table,
 )
-from ik_layer.kinematics import Robot, load_robot
-from ik_layer.lie import matrix_to_pose
-from ik_layer.options import OPTION_SPECS, OptionSpec, SolveOptions
+from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
+from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
+from ik_layer.model.lie import matrix_to_pose
+from ik_layer.model.robot import Robot, load_robot
+from ik_layer.reference import IKResult
 from ik_layer.robots import REGISTRY
-from ik_layer.solver import IKResult
-from ik_layer.solving import solve
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
 _PASS_THROUGH = ("serve", "bench")  # subcommands whose unknown arguments go to the program they run
 
 
@@ -275,7 +275,7 @@ def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndar
 
 
 def _q_invalid(robot: Robot) -> str:
-    """What makes a configuration row invalid (see :func:`ik_layer.io.invalid_q`), for error messages."""
+    """What makes a configuration row invalid (see :func:`ik_layer.cli.files.invalid_q`), for error messages."""
     if robot.floating_base:
         return f"NaN or non-numeric values, or a zero base quaternion ({', '.join(BASE_COLUMNS[3:])} all 0)"
     return "NaN or non-numeric values"

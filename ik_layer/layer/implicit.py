@@ -29,7 +29,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.jacobian import batch_jacobian
+from ik_layer.layer.jacobian import batch_jacobian
 
 __all__ = ["damped_pseudo_inverse", "implicit_inverse", "implicit_root"]
 
@@ -65,7 +65,7 @@ def implicit_root(
         inputs: Tensors ``F`` depends on, e.g. a target and parameters. They may have fewer leading
             dims than ``solution`` (broadcast); each gradient has its input's shape.
         jacobian: ``A = dF/dy`` at the solution, ``(..., m, n)``, if already known (e.g. from the
-            solver's last iteration); otherwise computed with :func:`~ik_layer.jacobian.batch_jacobian`.
+            solver's last iteration); otherwise computed with :func:`~ik_layer.layer.jacobian.batch_jacobian`.
         damping: Relative damping of the backward's linear solve, ``>= 0`` (see the module docstring).
         valid: Boolean mask ``(...)`` of rows that converged. Other rows get exactly zero gradient,
             whatever ``v``, ``A`` or ``F`` hold there (NaN included).
@@ -296,7 +296,7 @@ def implicit_inverse(
         forward_jacobian: ``forward_jacobian(y) -> (..., m, n)``, the Jacobian of the forward map.
         params: Tensors ``forward_fn`` depends on (e.g. link lengths, network weights) that should
             receive gradients; they may broadcast against the batch. Only with ``forward_fn``.
-        damping: Relative damping of the backward's linear solve (see :mod:`ik_layer.implicit`).
+        damping: Relative damping of the backward's linear solve (see :mod:`ik_layer.layer.implicit`).
 
     Returns:
         ``y``, ``(..., n)``, differentiable w.r.t. ``x`` and ``params``.

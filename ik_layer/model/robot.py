@@ -17,12 +17,12 @@ so the loop needs no branch on the joint type.
 
 A robot with several end-effector frames (``ee_frames=[...]``) runs the same loop once for all its
 chains, batched over a frame dimension: each chain is padded at its end with still joints (identity
-placement, zero axes) to the longest one. A mimic joint (see :mod:`ik_layer.joints`) is a chain joint
+placement, zero axes) to the longest one. A mimic joint (see :mod:`ik_layer.model.joints`) is a chain joint
 whose value is ``multiplier * q[leader] + offset``; its Jacobian column is added, times the
 multiplier, to its leader's.
 
 A floating-base robot (``floating_base=True``) runs the same loop in its base's frame, then places the
-result in the world at the base pose that leads its configuration (see :mod:`ik_layer.floating`).
+result in the world at the base pose that leads its configuration (see :mod:`ik_layer.model.floating`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
-from ik_layer.floating import (
+from ik_layer.model.floating import (
     BASE_NQ,
     BASE_NV,
     base_kinematics,
@@ -49,10 +49,10 @@ from ik_layer.floating import (
     normalize_base,
     with_free_flyer,
 )
-from ik_layer.joints import Mimic, frame_id, motion_axis, select_joints
-from ik_layer.lie import as_transform, check_finite
-from ik_layer.limits import full_turns, joint_limits
-from ik_layer.sources import read_model
+from ik_layer.model.joints import Mimic, frame_id, motion_axis, select_joints
+from ik_layer.model.lie import as_transform, check_finite
+from ik_layer.model.limits import full_turns, joint_limits
+from ik_layer.model.sources import read_model
 
 __all__ = ["Robot", "chain_kinematics", "load_robot"]
 
@@ -137,10 +137,10 @@ class Robot(nn.Module):
     A floating base (``floating_base=True``: a free-flyer root) puts its pose first: ``q`` is
     ``[x, y, z, qx, qy, qz, qw, joints...]`` (nq = 7 + joints) and tangents, Jacobian columns and
     gradients are ``[base twist in the base frame (6), joints...]`` (dof = 6 + joints); see
-    :mod:`ik_layer.floating`. Fixed-base robots have nq == dof. Functions of configurations take q
+    :mod:`ik_layer.model.floating`. Fixed-base robots have nq == dof. Functions of configurations take q
     (..., nq); Jacobians and steps are (..., dof).
     By default the moving joints are those between the base and the end-effector frames; the
-    others are locked (see :mod:`ik_layer.joints`). Limits follow :mod:`ik_layer.limits` (huge ones
+    others are locked (see :mod:`ik_layer.model.joints`). Limits follow :mod:`ik_layer.model.limits` (huge ones
     read as unbounded).
 
     One frame (``ee_frame``): poses are (..., 4, 4), Jacobians (..., 6, dof), targets (..., 4, 4).
@@ -159,7 +159,7 @@ class Robot(nn.Module):
         lower, upper: (joints,) joint limits [rad or m]; continuous joints get (-pi, pi]. The base has none.
         continuous: (joints,) bool, joints without limits (wrapped to (-pi, pi]).
         full_turn: (joints,) bool, revolute joints whose limits lie at least one turn apart: past a limit they come
-            back inside by whole turns (the same pose) rather than stop at it (see :mod:`ik_layer.limits`).
+            back inside by whole turns (the same pose) rather than stop at it (see :mod:`ik_layer.model.limits`).
         model: Pinocchio model of the moving joints (locked joints folded into fixed placements; the
             free-flyer ``root_joint`` first with a floating base).
         full_model: the Pinocchio model as loaded, every joint included (see :meth:`to_full_pinocchio_q`).
@@ -204,7 +204,7 @@ class Robot(nn.Module):
         self.ee_frames = selection.ee_frames if ee_frames is not None else None
         if frames is None:
             _log.info(
-                "%s: no ee_frame given, using %r (see ik_layer.default_frame); moving joints: %s",
+                "%s: no ee_frame given, using %r (see ik_layer.model.default_frame); moving joints: %s",
                 self.name,
                 self.ee_frame,
                 ", ".join(self.joint_names),
@@ -297,7 +297,7 @@ class Robot(nn.Module):
         """Validate a target pose (..., 7) or transform (..., 4, 4) for this robot and return it as (..., 4, 4).
 
         With F end-effector frames: (..., F, 7) or (..., F, 4, 4), returned as (..., F, 4, 4). Its dtype
-        and device must be the robot's; see :func:`ik_layer.lie.as_transform` for the other checks.
+        and device must be the robot's; see :func:`ik_layer.model.lie.as_transform` for the other checks.
         """
         if isinstance(target, Tensor):
             self._check_like(target, name)
@@ -379,14 +379,14 @@ class Robot(nn.Module):
         column; a floating base's columns come first, for its twist in its own frame.
 
         Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes both
-        (:mod:`ik_layer.engine.fk`), with the same values.
+        (:mod:`ik_layer.model.fk_kernel`), with the same values.
         """
         pose, jac = self._forward(self.check_q(q), jacobian=True)
         return pose, jac  # type: ignore[return-value]
 
     def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
-        from ik_layer.engine.fk import forward, takes  # warp, loaded on first use
+        from ik_layer.model.fk_kernel import forward, takes  # warp, loaded on first use
 
         return forward(self, q, jacobian=jacobian) if takes(q) else self.kinematics(q, jacobian=jacobian)
 
@@ -663,8 +663,8 @@ def load_robot(
             the ``xacro`` extra; MJCF is recognised by its ``<mujoco>`` root), or a string
             holding the XML itself. Meshes are never read.
         ee_frame: end-effector frame; default: the built-in robot's, else the tool frame of the longest arm,
-            never a finger, sensor or gripper joint's frame when another exists (see :mod:`ik_layer.default_frame`;
-            logged at INFO on the ``ik_layer`` logger with the moving joints).
+            never a finger, sensor or gripper joint's frame when another exists (see
+            :mod:`ik_layer.model.default_frame`; logged at INFO on the ``ik_layer`` logger with the moving joints).
         ee_frames: several end-effector frames instead of ``ee_frame`` (both hands, four feet): poses,
             Jacobians, targets and weights get a frame dimension (see :class:`Robot`).
         active_joints: the joints the solver moves; default: those between the base and the end-effector

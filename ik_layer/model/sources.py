@@ -22,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 
 from ik_layer.exceptions import IKLayerError, RobotNotFound, UnsupportedModelError
-from ik_layer.joints import Mimic
+from ik_layer.model.joints import Mimic
 from ik_layer.robots import REGISTRY
 
 __all__ = ["MODEL_SUFFIXES", "ModelSource", "read_model"]

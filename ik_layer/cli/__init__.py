@@ -1,0 +1,1 @@
+"""The command line (``ik-layer`` / ``python -m ik_layer``) and its file formats."""

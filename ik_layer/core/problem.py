@@ -1,0 +1,129 @@
+"""One IK problem, checked once: :class:`Problem`, the validated inputs that every solver takes.
+
+:meth:`Problem.prepare` checks every argument of :func:`ik_layer.solve` (an :class:`~ik_layer.IKLayerError`
+naming the argument) and flattens the per-target ones to ``n`` rows; the engine, the reference solver and the
+server take the result as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ik_layer.core.options import SolveOptions
+from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.model.lie import host_values
+from ik_layer.model.robot import Robot
+
+__all__ = ["MAX_TARGET_DISTANCE", "Problem"]
+
+MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """The validated inputs of one solve, flattened to ``n`` rows (the targets' batch shape kept apart).
+
+    Build one with :meth:`prepare`, which checks them; the fields are taken as they are.
+
+    Attributes:
+        batch: the targets' batch shape ``(...)``.
+        target: (n, [F,] 4, 4) ``T_base_ee`` targets, F end-effector frames.
+        weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target.
+        warm_start: (n, nq) first seeds, or None.
+        posture: (n, nq) preferred configurations, or None.
+        options: the resolved solver options.
+    """
+
+    batch: torch.Size
+    target: Tensor
+    weights: Tensor
+    warm_start: Tensor | None = None
+    posture: Tensor | None = None
+    options: SolveOptions
+
+    @staticmethod
+    def prepare(
+        robot: Robot,
+        target: Tensor,
+        options: SolveOptions | None = None,
+        *,
+        warm_start: Tensor | None = None,
+        weights: Tensor | None = None,
+        posture: Tensor | None = None,
+        **option_changes: Any,
+    ) -> Problem:
+        """Check the arguments of :func:`ik_layer.solve` (same names and meaning) and flatten the per-target ones.
+
+        Raises:
+            IKLayerError: an argument is invalid; the message names it.
+        """
+        opts = SolveOptions.build(options, **option_changes)
+        if not isinstance(robot, Robot):
+            raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+        target_t = robot.check_target(target)
+        if target_t.numel() and float(abs(host_values(target_t)[..., :3, 3]).max()) > MAX_TARGET_DISTANCE:
+            raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
+        batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
+        flat = target_t.reshape(-1, *robot.target_shape)
+        n = flat.shape[0]
+        return Problem(
+            batch=batch,
+            target=flat,
+            weights=_weights(robot, weights, batch, n),
+            warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
+            posture=_per_target(robot, posture, batch, n, "posture"),
+            options=opts,
+        )
+
+    @property
+    def rows(self) -> int:
+        """Number of targets ``n``."""
+        return self.target.shape[0]
+
+    def select(self, rows: slice) -> Problem:
+        """The targets ``rows`` (consecutive) as a problem of their own, flat."""
+        part = self.target[rows]
+        return replace(
+            self,
+            batch=torch.Size([part.shape[0]]),
+            target=part,
+            weights=self.weights[rows],
+            warm_start=None if self.warm_start is None else self.warm_start[rows],
+            posture=None if self.posture is None else self.posture[rows],
+        )
+
+
+def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
+    shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
+    if weights is None:
+        return torch.ones(n, *shape, dtype=robot.dtype, device=robot.device)
+    w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
+    if w.dim() < 1 or w.shape[-1] != 6:
+        raise ShapeError(f"weights must have shape (6,) or (..., {', '.join(map(str, shape))}), got {tuple(w.shape)}")
+    if not torch.isfinite(w).all() or bool((w < 0).any()):
+        raise NonFiniteError("weights must be finite and non-negative")
+    try:
+        w = w.expand(*batch, *shape).reshape(n, *shape)
+    except RuntimeError as err:
+        raise ShapeError(
+            f"weights of shape {tuple(w.shape)} do not broadcast to the targets' batch {tuple(batch)}"
+        ) from err
+    if bool((w.sum(-1) == 0).any()):
+        raise IKLayerError("weights must have at least one non-zero entry per target")
+    return w
+
+
+def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name: str) -> Tensor | None:
+    if x is None:
+        return None
+    robot.check_q(x, name)
+    try:
+        return x.expand(*batch, robot.nq).reshape(n, robot.nq)
+    except RuntimeError as err:
+        raise ShapeError(
+            f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
+        ) from err
