@@ -36,9 +36,10 @@ import warp as wp
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 import ik_layer
-from ik_layer.engine.kernel import Layout, chain_struct, damping_floor, lm_functions, warp_types
-from ik_layer.engine.store import open_store
+from ik_layer.engine.kernel import damping_floor, lm_functions
+from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
+from ik_layer.model.warp_chain import bind_chain, chain_struct, warp_types
 
 Step = Callable[[], object]
 
@@ -100,9 +101,9 @@ def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
 
 def warp_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """A recorded launch of the warp step over the given (bound once) tensors."""
-    kernel = warp_step_kernel(Layout.of(robot), robot.dtype)
+    kernel = warp_step_kernel(robot.chains.layout, robot.dtype)
     _, _, vec3, _, mat33 = warp_types(robot.dtype)
-    chain = open_store(robot, 0).chain  # the engine's views of the chain
+    chain = bind_chain(robot.chains)  # the engine's views of the chain
     rot, pos = target[:, None, :3, :3].contiguous(), target[:, None, :3, 3].contiguous()
     inputs = [
         wp.from_torch(q), wp.from_torch(rot, dtype=mat33), wp.from_torch(pos, dtype=vec3), wp.from_torch(mu),
@@ -230,11 +231,12 @@ def _numba_step(q, trot, tpos, mu, prot, prk, prk2, ppos, slide, axis, rev, cols
 def numba_runner(robot: ik_layer.Robot, q, target, mu, dq, cost) -> Step:
     """The numba step over numpy views of the given tensors (float64 only)."""
     views = [x.contiguous().numpy() for x in (q, target[:, :3, :3], target[:, :3, 3], mu)]
+    chains = robot.chains
     chain = [
-        getattr(robot, name).numpy()
-        for name in ("_place_rot", "_place_rot_k", "_place_rot_k2", "_place_pos", "_slide", "_axis", "_revolute")
+        getattr(chains, name).numpy()
+        for name in ("place_rot", "place_rot_k", "place_rot_k2", "place_pos", "slide", "axis", "revolute")
     ]
-    chain += [robot._chain_cols.numpy(), robot._tip[:3, :3].contiguous().numpy(), robot._tip[:3, 3].numpy()]
+    chain += [chains.cols.numpy(), chains.tip[0, :3, :3].contiguous().numpy(), chains.tip[0, :3, 3].numpy()]
     args = (*views, *chain, dq.numpy(), cost.numpy())
     return lambda: _numba_step(*args)
 

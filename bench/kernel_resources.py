@@ -26,7 +26,7 @@ import warp as wp
 from common import markdown_table
 
 from ik_layer import load_robot
-from ik_layer.engine.kernel import Layout, lm_block_kernel
+from ik_layer.engine.kernel import lm_block_kernel
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _USAGE = re.compile(r"Used (\d+) registers")
@@ -37,7 +37,7 @@ def resources(robot_name: str, dtype: torch.dtype, lazy: bool, arch: int, ptxas:
     """``registers``, ``stack``, ``spill_stores``, ``spill_loads`` [bytes] per thread of the robot's LM kernel
     (``lazy``: with the lazy Jacobian, as the tensor store runs it on a GPU; else the host store's)."""
     robot = load_robot(robot_name, dtype=dtype)
-    kernel = lm_block_kernel(Layout.of(robot), dtype, lazy)
+    kernel = lm_block_kernel(robot.chains.layout, dtype, lazy)
     with tempfile.TemporaryDirectory() as folder:
         wp.compile_aot_module(kernel.module, arch=arch, module_dir=folder, use_ptx=True, strip_hash=True)
         (source,) = Path(folder).glob("*.ptx")

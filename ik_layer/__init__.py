@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
-    from ik_layer.api import solve
+    from ik_layer.api import EngineCache, engines, solve
     from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem
     from ik_layer.core.result import IKResult
@@ -61,7 +61,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.robots": ("builtin_robots",),
     "ik_layer.core.problem": ("Problem",),
     "ik_layer.core.result": ("IKResult",),
-    "ik_layer.api": ("solve",),
+    "ik_layer.api": ("EngineCache", "engines", "solve"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
@@ -71,6 +71,7 @@ __all__ = [
     "DTypeError",
     "DeviceError",
     "Engine",
+    "EngineCache",
     "FrameNotFound",
     "IKLayer",
     "IKLayerError",
@@ -89,6 +90,7 @@ __all__ = [
     "batch_jacobian",
     "builtin_robots",
     "damped_pseudo_inverse",
+    "engines",
     "ik",
     "ik_solve",
     "implicit_inverse",

@@ -12,6 +12,7 @@ the whole budget on them.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -25,13 +26,10 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
 from ik_layer.reference import solve_reference
 
-__all__ = ["solve"]
+__all__ = ["EngineCache", "engines", "solve"]
 
 _MAX_POOL = 1 << 16  # slots of one robot's engine at most; larger solves queue through it
 _BLOCK = 32  # iterations per launch (rows join and leave between blocks): fewer steps, less Python per solve
-
-_ENGINE = "_solve_engine"  # the robot's attribute holding its (engine, lock): they live and die together
-_engines_lock = threading.Lock()
 
 
 def solve(
@@ -93,22 +91,61 @@ def solve(
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
     if engine is not None:
         return engine.solve(problem, seed)
-    shared, lock = _engine_for(robot, problem.rows * problem.options.num_seeds)
+    shared, lock = engines.get(robot, problem.rows * problem.options.num_seeds)
     with lock:
         return shared.solve(problem, seed)
 
 
-def _engine_for(robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:
-    """The robot's engine (one per robot, rebuilt when the robot moved or a larger pool is needed) and its lock."""
-    capacity = min(max(rows, 1), _MAX_POOL)
-    with _engines_lock:
-        held = robot.__dict__.get(_ENGINE)
-        if held is not None:
-            engine = held[0]
-            moved = not engine.serves(robot)
-            if not moved and engine.slots.capacity >= capacity:
-                return held
-            capacity = max(capacity, 0 if moved else engine.slots.capacity)
-        held = (Engine(robot, capacity=capacity, block=_BLOCK), threading.Lock())
-        robot.__dict__[_ENGINE] = held
-        return held
+class EngineCache:
+    """The engines :func:`solve` runs on by default: one per robot, the ``max_robots`` most recently used.
+
+    ``ik_layer.engines`` is the one instance. ``len(engines)`` and ``robot in engines`` show what it holds; an
+    engine holds its robot, so :meth:`drop` (one robot) or :meth:`clear` frees both (the next solve builds anew).
+    """
+
+    def __init__(self, max_robots: int = 8) -> None:
+        self.max_robots = max_robots
+        self._held: OrderedDict[int, tuple[Engine, threading.Lock]] = OrderedDict()  # by id(robot), oldest first
+        self._lock = threading.Lock()
+
+    def get(self, robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:
+        """The engine of ``robot`` with room for ``rows`` seeds (up to a pool of 65,536; larger solves queue
+        through it), and the lock its users take: rebuilt when the robot moved or a larger pool is needed."""
+        capacity = min(max(rows, 1), _MAX_POOL)
+        with self._lock:
+            held = self._held.get(id(robot))
+            if held is not None and held[0].robot is robot:
+                self._held.move_to_end(id(robot))
+                engine = held[0]
+                moved = not engine.serves(robot)
+                if not moved and engine.slots.capacity >= capacity:
+                    return held
+                capacity = max(capacity, 0 if moved else engine.slots.capacity)
+            held = self._held[id(robot)] = (Engine(robot, capacity=capacity, block=_BLOCK), threading.Lock())
+            self._held.move_to_end(id(robot))
+            while len(self._held) > self.max_robots:
+                self._held.popitem(last=False)
+            return held
+
+    def drop(self, robot: Robot) -> None:
+        """Free ``robot``'s engine, if any."""
+        with self._lock:
+            held = self._held.get(id(robot))
+            if held is not None and held[0].robot is robot:
+                del self._held[id(robot)]
+
+    def clear(self) -> None:
+        """Free every engine."""
+        with self._lock:
+            self._held.clear()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, robot: object) -> bool:
+        held = self._held.get(id(robot))
+        return held is not None and held[0].robot is robot
+
+
+engines = EngineCache()
+"""The default engines of :func:`solve`, one per robot (see :class:`EngineCache`)."""

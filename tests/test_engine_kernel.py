@@ -32,7 +32,7 @@ from ik_layer.engine import (
     lm_block_kernel,
     open_store,
 )
-from ik_layer.engine.kernel import Layout
+from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.model.trig import sin_cos_function
 from ik_layer.reference import _LMState, _Problem
@@ -507,7 +507,7 @@ def test_kernel_is_cached_per_layout_and_dtype() -> None:
     arm = Layout(frames=1, length=7, joints=7)
     assert lm_block_kernel(arm, F64) is lm_block_kernel(Layout(1, 7, 7), F64)
     assert lm_block_kernel(arm, F64) is not lm_block_kernel(arm, F32)
-    assert Layout.of(builtin("panda", F64)) == arm
+    assert builtin("panda", F64).chains.layout == arm
     assert (Layout(4, 3, 12, floating=True).nq, Layout(4, 3, 12, floating=True).dof) == (19, 18)
     for bad in ((0, 1, 1), (1, 0, 1), (1, 1, 0), (1.0, 1, 1)):
         with pytest.raises(ValueError):

@@ -17,8 +17,8 @@ import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.core.lm import LM
 from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, open_store
-from ik_layer.engine.kernel import Layout
 from ik_layer.engine.reach import reach
+from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.reference import _LMState, _Problem
 from ik_layer.testing import random_configurations
@@ -73,9 +73,9 @@ def worst_errors(robot64: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor,
 
 
 def test_layouts():
-    assert Layout.of(robot_of("talos-hands", F64)) == Layout(frames=2, length=9, joints=16)
-    assert Layout.of(robot_of("solo-base-feet", F64)) == Layout(frames=5, length=3, joints=12, floating=True)
-    assert Layout.of(robot_of("mimic", F64)) == Layout(frames=1, length=6, joints=3)
+    assert robot_of("talos-hands", F64).chains.layout == Layout(frames=2, length=9, joints=16)
+    assert robot_of("solo-base-feet", F64).chains.layout == Layout(frames=5, length=3, joints=12, floating=True)
+    assert robot_of("mimic", F64).chains.layout == Layout(frames=1, length=6, joints=3)
 
 
 @pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])

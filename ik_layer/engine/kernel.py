@@ -46,31 +46,23 @@ compiles for the CPU and for CUDA.
 # No `from __future__ import annotations`: warp reads the kernels' annotations as live types.
 import functools
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
 import warp as wp
 
 from ik_layer.core.lm import LM
-from ik_layer.model.floating import BASE_NQ, BASE_NV
-from ik_layer.model.trig import sin_cos_function
-
-wp.config.log_level = wp.LOG_ERROR  # a library prints no banner, compile messages or CPU-only warnings
+from ik_layer.model.chain import Layout
+from ik_layer.model.warp_chain import KERNEL_OPTIONS, chain_functions, chain_struct, warp_types
 
 __all__ = [
     "EMPTY",
     "EXHAUSTED",
     "RUNNING",
     "SOLVED",
-    "KERNEL_OPTIONS",
-    "Layout",
-    "bind_chain",
-    "chain_struct",
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
-    "warp_types",
 ]
 
 # Slot status, as the kernel reads and writes it (int32).
@@ -79,128 +71,12 @@ SOLVED = 1  # met both tolerances; best_q is the solution, iterations the count 
 EXHAUSTED = 2  # used its whole budget without success; best_q is the lowest-score configuration seen
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
 
-_WARP_FLOAT = {torch.float32: wp.float32, torch.float64: wp.float64}
-
-# How the engine's kernels compile: no adjoint (the layer's gradients are implicit) and loops unrolled up to 4
-# (measured ad hoc on the 2-core machine: a cold compile of talos' whole body takes 8 s instead of 32, at the same
-# speed).
-KERNEL_OPTIONS = {"module": "unique", "enable_backward": False, "module_options": {"max_unroll": 4}}
 _SMALL_ANGLE_SQ = 1e-8  # as ik_layer.model.floating: below this squared angle, series replace the closed forms
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What the kernel compiles in about a robot.
-
-    Attributes:
-        frames: end-effector frames F (the residual has 6F rows).
-        length: chain entries per frame (each frame's chain padded to the longest).
-        joints: joint coordinates (limits, continuous flags).
-        floating: whether a free-flyer base leads the configuration.
-    """
-
-    frames: int
-    length: int
-    joints: int
-    floating: bool = False
-
-    def __post_init__(self) -> None:
-        ints = (self.frames, self.length, self.joints)
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ints) or not isinstance(self.floating, bool):
-            raise ValueError(f"a layout takes three ints and a bool, got {self}")
-        if self.frames < 1 or self.length < 1 or self.joints < 1:
-            raise ValueError(f"a layout needs at least one frame, chain entry and joint, got {self}")
-
-    @property
-    def nq(self) -> int:
-        """Size of a configuration."""
-        return self.joints + (BASE_NQ if self.floating else 0)
-
-    @property
-    def dof(self) -> int:
-        """Size of a tangent (Jacobian columns)."""
-        return self.joints + (BASE_NV if self.floating else 0)
-
-    @staticmethod
-    def of(robot: torch.nn.Module) -> "Layout":
-        """The layout of the chain buffers of ``robot`` (an :class:`ik_layer.Robot`, which calls the engine: not
-        imported here)."""
-        cols = robot._chain_cols
-        frames = 1 if robot.ee_frames is None else len(robot.ee_frames)
-        return Layout(frames, cols.shape[-1], int(robot.lower.shape[0]), robot.floating_base)
 
 
 def damping_floor(dtype: torch.dtype) -> float:
     """The absolute damping added to ``mu * cost``, as the eager solver's: ``max(1e-9, 100 eps)``."""
     return LM.damping_floor(dtype)
-
-
-@functools.cache
-def warp_types(dtype: torch.dtype) -> tuple[type, type, type, type, type]:
-    """Warp ``(scalar, vec2, vec3, vec6, mat33)`` types of a torch float dtype."""
-    if dtype not in _WARP_FLOAT:
-        raise TypeError(f"the LM kernel supports torch.float32 and torch.float64, got {dtype}")
-    f = _WARP_FLOAT[dtype]
-    return f, wp.types.vector(2, f), wp.types.vector(3, f), wp.types.vector(6, f), wp.types.matrix((3, 3), f)
-
-
-@functools.cache
-def chain_struct(dtype: torch.dtype) -> type:
-    """The warp struct of a robot's chains as the kernel reads them (F x length entries in a row; see
-    :class:`~ik_layer.engine.slots.Slots`), and of its joints' limits, for ``dtype`` floats."""
-    f, _, vec3, _, mat33 = warp_types(dtype)
-
-    @wp.struct
-    class Chain:
-        place_rot: wp.array(dtype=mat33)  # per entry: placement rotation, R K and R K^2 (K the axis' skew)
-        place_rot_k: wp.array(dtype=mat33)
-        place_rot_k2: wp.array(dtype=mat33)
-        place_pos: wp.array(dtype=vec3)  # placement translation
-        slide: wp.array(dtype=vec3)  # R s for prismatic entries
-        axis: wp.array(dtype=vec3)  # unit axis in the joint frame
-        revolute: wp.array(dtype=wp.int32)
-        cols: wp.array(dtype=wp.int32)  # the coordinate moving the entry: q[col] * scale + offset
-        scale: wp.array(dtype=f)
-        offset: wp.array(dtype=f)
-        tip_rot: wp.array(dtype=mat33)  # per frame: its placement in the last entry's frame
-        tip_pos: wp.array(dtype=vec3)
-        lower: wp.array(dtype=f)  # per joint coordinate
-        upper: wp.array(dtype=f)
-        continuous: wp.array(dtype=wp.int32)
-        full_turn: wp.array(dtype=wp.int32)  # past a limit: back by whole turns
-
-    return Chain
-
-
-def bind_chain(robot: torch.nn.Module, layout: Layout) -> tuple[object, dict[str, torch.Tensor]]:
-    """The :func:`chain_struct` of ``robot`` (warp views of its chain buffers, F x length entries in a row, int32
-    flags and indices, each frame's tip split in rotation and position) and the tensors it views, which the caller
-    keeps alive as long as the struct."""
-    frames, entries = layout.frames, layout.frames * layout.length
-    tip = robot._tip.reshape(frames, 4, 4)
-    tensors = {
-        "place_rot": robot._place_rot.reshape(entries, 3, 3).contiguous(),
-        "place_rot_k": robot._place_rot_k.reshape(entries, 3, 3).contiguous(),
-        "place_rot_k2": robot._place_rot_k2.reshape(entries, 3, 3).contiguous(),
-        "place_pos": robot._place_pos.reshape(entries, 3).contiguous(),
-        "slide": robot._slide.reshape(entries, 3).contiguous(),
-        "axis": robot._axis.reshape(entries, 3).contiguous(),
-        "revolute": robot._revolute.reshape(entries).to(torch.int32),
-        "cols": robot._chain_cols.reshape(entries).to(torch.int32),
-        "scale": robot._chain_scale.reshape(entries).to(robot.dtype),
-        "offset": robot._chain_offset.reshape(entries).to(robot.dtype),
-        "tip_rot": tip[:, :3, :3].contiguous(),
-        "tip_pos": tip[:, :3, 3].contiguous(),
-        "lower": robot.lower.contiguous(),
-        "upper": robot.upper.contiguous(),
-        "continuous": robot.continuous.to(torch.int32),
-        "full_turn": robot.full_turn.to(torch.int32),
-    }
-    struct_type = chain_struct(robot.dtype)
-    chain = struct_type()
-    for name, tensor in tensors.items():
-        setattr(chain, name, wp.from_torch(tensor, dtype=struct_type.vars[name].type.dtype))
-    return chain, tensors
 
 
 @functools.cache
@@ -215,7 +91,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Layout, got {type(layout).__name__}")
     f, vec2, vec3, _, mat33 = warp_types(dtype)
-    frames, length, joints, floating = layout.frames, layout.length, layout.joints, layout.floating
+    frames, joints, floating = layout.frames, layout.joints, layout.floating
     nq, dof, rows = layout.nq, layout.dof, 6 * layout.frames
     bq, bv = nq - joints, dof - joints  # where the joints start in q and in a tangent
     vecq, vect, vecr = wp.types.vector(nq, f), wp.types.vector(dof, f), wp.types.vector(rows, f)
@@ -223,9 +99,9 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     jac_t = wp.types.matrix((rows, dof), f)
     poses_t = wp.types.matrix((3 * frames, 4), f)
     hess_t = wp.types.matrix((dof, dof), f)
-    chain_t = wp.types.matrix((3, length), f)
     pi, two_pi = math.pi, 2 * math.pi
-    sin_cos = sin_cos_function(f)
+    walk = chain_functions(layout, dtype)
+    base_pose, chain_pose, kinematics, poses = walk.base_pose, walk.chain_pose, walk.kinematics, walk.poses
 
     @wp.func
     def so3_log(r: mat33) -> vec3:
@@ -251,128 +127,6 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         if wp.dot(a, v) < f(0.0):
             a = -a
         return a * theta
-
-    @wp.func
-    def base_pose(q: vecq):
-        """Rotation and position of the base in the world: the unit quaternion of ``q`` (identity without a
-        floating base), as ``lie._unit_quaternion_to_matrix``."""
-        rot = wp.identity(3, f)
-        pos = vec3()
-        if wp.static(floating):
-            n = wp.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
-            x = q[3] / n
-            y = q[4] / n
-            z = q[5] / n
-            w = q[6] / n
-            rot = mat33(
-                f(1.0) - f(2.0) * (y * y + z * z), f(2.0) * (x * y - w * z), f(2.0) * (x * z + w * y),
-                f(2.0) * (x * y + w * z), f(1.0) - f(2.0) * (x * x + z * z), f(2.0) * (y * z - w * x),
-                f(2.0) * (x * z - w * y), f(2.0) * (y * z + w * x), f(1.0) - f(2.0) * (x * x + y * y),
-            )  # fmt: skip
-            pos = vec3(q[0], q[1], q[2])
-        return rot, pos
-
-    @wp.func
-    def advance(q: vecq, x: int, rot: mat33, pos: vec3, chain: Chain):
-        """Rotation and position after chain entry ``x``, from those before it (``kinematics.chain_kinematics``'s
-        step)."""
-        qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
-        sin_q, cos_q = sin_cos(qj)
-        local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
-        return rot * local, pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
-
-    @wp.func
-    def chain_tip(q: vecq, fr: int, chain: Chain):
-        """Rotation and position of frame ``fr`` in the base frame at ``q``: :func:`chain_pose` without the
-        Jacobian's axes and origins (the same arithmetic, so the same bits)."""
-        rot = wp.identity(3, f)
-        pos = vec3()
-        for j in range(length):
-            rot, pos = advance(q, fr * length + j, rot, pos, chain)
-        return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr]
-
-    @wp.func
-    def chain_pose(
-        q: vecq,
-        fr: int,
-        chain: Chain,
-    ):
-        """Rotation and position of frame ``fr`` in the base frame at ``q``, and per chain entry its axis and
-        origin (columns of two 3 x length matrices), as ``kinematics.chain_kinematics``."""
-        rot = wp.identity(3, f)
-        pos = vec3()
-        axes = chain_t()
-        origins = chain_t()
-        for j in range(length):
-            x = fr * length + j
-            # advance() written out: through the helper (rotation and position by value) the CPU kernel loses 2 %.
-            # The same arithmetic, so chain_tip gives the same bits (tests/test_engine_store.py).
-            qj = q[bq + chain.cols[x]] * chain.scale[x] + chain.offset[x]
-            sin_q, cos_q = sin_cos(qj)
-            local = chain.place_rot[x] + sin_q * chain.place_rot_k[x] + (f(1.0) - cos_q) * chain.place_rot_k2[x]
-            pos = pos + rot * (chain.place_pos[x] + qj * chain.slide[x])
-            rot = rot * local
-            a = rot * chain.axis[x]
-            for k in range(3):
-                axes[k, j] = a[k]
-                origins[k, j] = pos[k]
-        return rot * chain.tip_rot[fr], pos + rot * chain.tip_pos[fr], axes, origins
-
-    @wp.func
-    def in_world(tip_r: mat33, tip_p: vec3, base_rot: mat33, base_pos: vec3):
-        """A frame's pose in the base frame, in the world: through a floating base's pose (as is without one)."""
-        if wp.static(floating):
-            return base_rot * tip_r, base_rot * tip_p + base_pos
-        return tip_r, tip_p
-
-    @wp.func
-    def placed(poses: poses_t, fr: int, tip_r: mat33, tip_p: vec3) -> poses_t:
-        """``poses`` with frame ``fr``'s rows ``[R | p]``."""
-        out = poses
-        for k in range(3):
-            for m in range(3):
-                out[3 * fr + k, m] = tip_r[k, m]
-            out[3 * fr + k, 3] = tip_p[k]
-        return out
-
-    @wp.func
-    def kinematics(q: vecq, chain: Chain):
-        """The frames' poses in the world at ``q`` (frame ``fr``: rows ``3 fr .. 3 fr + 2`` of a (3F, 4) matrix,
-        ``[R | p]``) and the Jacobian (6F, dof) (``LOCAL_WORLD_ALIGNED``, as ``Robot.kinematics``)."""
-        base_rot, base_pos = base_pose(q)
-        jac = jac_t()  # coordinates off a frame's chain keep zero columns in its rows
-        poses = poses_t()
-        for fr in range(frames):
-            tip_r, tip_p, axes, origins = chain_pose(q, fr, chain)
-            for j in range(length):
-                x = fr * length + j
-                c = bv + chain.cols[x]
-                a = vec3(axes[0, j], axes[1, j], axes[2, j])
-                linear = a
-                angular = vec3()
-                if chain.revolute[x] != 0:
-                    linear = wp.cross(a, tip_p - vec3(origins[0, j], origins[1, j], origins[2, j]))
-                    angular = a
-                linear = linear * chain.scale[x]
-                angular = angular * chain.scale[x]
-                if wp.static(floating):  # into the world's axes
-                    linear = base_rot * linear
-                    angular = base_rot * angular
-                for k in range(3):
-                    jac[6 * fr + k, c] = jac[6 * fr + k, c] + linear[k]
-                    jac[6 * fr + 3 + k, c] = jac[6 * fr + 3 + k, c] + angular[k]
-            if wp.static(floating):  # the base twist [v; w] in the base frame: [R, -R [p]x; 0, R]
-                for b in range(3):
-                    unit = vec3()
-                    unit[b] = f(1.0)
-                    moment = base_rot * wp.cross(unit, tip_p)
-                    for k in range(3):
-                        jac[6 * fr + k, b] = base_rot[k, b]
-                        jac[6 * fr + k, 3 + b] = moment[k]
-                        jac[6 * fr + 3 + k, 3 + b] = base_rot[k, b]
-            tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
-            poses = placed(poses, fr, tip_r, tip_p)
-        return poses, jac
 
     @wp.func
     def errors_at(
@@ -427,13 +181,7 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         chain: Chain,
     ):
         """:func:`evaluate`'s error and cost without the Jacobian (forward kinematics only; the same bits)."""
-        base_rot, base_pos = base_pose(q)
-        poses = poses_t()
-        for fr in range(frames):
-            tip_r, tip_p = chain_tip(q, fr, chain)
-            tip_r, tip_p = in_world(tip_r, tip_p, base_rot, base_pos)
-            poses = placed(poses, fr, tip_r, tip_p)
-        return errors_at(poses, i, target_rot, target_pos, w)
+        return errors_at(poses(q, chain), i, target_rot, target_pos, w)
 
     @wp.func
     def errors_of(e: vecr, w: vecr) -> vec2:
@@ -679,7 +427,6 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
     return SimpleNamespace(
         so3_log=so3_log,
-        kinematics=kinematics,
         evaluate=evaluate,
         residual=residual,
         errors_of=errors_of,

@@ -10,6 +10,7 @@ import warp as wp
 from ik_layer.engine.kernel import lm_block_kernel
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import HostStore
+from ik_layer.model.warp_runtime import quiet_warp
 
 __all__ = ["BlockLauncher"]
 
@@ -30,7 +31,10 @@ class BlockLauncher:
         self.device = wp.device_from_torch(slots.device)
         inputs = [slots.chain, *slots.state_arrays(), 1]
         self._block_index = len(inputs) - 1
-        self._command = wp.launch(self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True)
+        with quiet_warp():  # the module compiles or loads here
+            self._command = wp.launch(
+                self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True
+            )
         self._rows = slots.capacity
         self._cpu_args = _cpu_arguments(self._command) if isinstance(slots, HostStore) else None
 

@@ -20,11 +20,10 @@ import torch
 from torch import Tensor
 
 from ik_layer.engine.slots import Array
-from ik_layer.model.robot import Robot
+from ik_layer.model.chain import ChainDescription
 
 __all__ = ["Reach", "reach"]
 
-_CACHE = "_reach_bound"  # the robot's attribute holding its Reach (the geometry does not move with .to())
 _SLACK = 1e-5  # relative margin of the bound over the rounding of float32 kinematics
 
 
@@ -81,29 +80,21 @@ def _host(x: Array) -> np.ndarray:
     return x.cpu().numpy() if isinstance(x, Tensor) else x
 
 
-def reach(robot: Robot) -> Reach:
-    """The :class:`Reach` of ``robot``, computed once per robot from its chain buffers (cached on the robot)."""
-    cached = robot.__dict__.get(_CACHE)
-    if cached is None:
-        cached = robot.__dict__[_CACHE] = _compute(robot)
-    return cached
-
-
-def _compute(robot: Robot) -> Reach:
-    """The bound of :mod:`ik_layer.engine.reach`'s docstring, in float64 on the CPU."""
-    frames = 1 if robot.ee_frames is None else len(robot.ee_frames)
-    length = robot._chain_cols.shape[-1]
-    place = robot._place_pos.detach().double().cpu().reshape(frames, length, 3)
-    tip = robot._tip.detach().double().cpu().reshape(frames, 4, 4)[:, :3, 3]
-    cols = robot._chain_cols.cpu().reshape(frames, length)
-    coupling = (robot._chain_scale, robot._chain_offset)
-    scale, offset = (x.detach().double().cpu().reshape(frames, length) for x in coupling)
-    prismatic = ~robot._revolute.cpu().reshape(frames, length)
-    lower, upper = robot.lower.double().cpu()[cols], robot.upper.double().cpu()[cols]
+def reach(chains: ChainDescription) -> Reach:
+    """The :class:`Reach` of a robot's ``chains``: the bound of :mod:`ik_layer.engine.reach`'s docstring, computed
+    in float64 on the CPU."""
+    layout = chains.layout
+    frames, length = layout.frames, layout.length
+    place = chains.place_pos.detach().double().cpu().reshape(frames, length, 3)
+    tip = chains.tip.detach().double().cpu()[:, :3, 3]
+    cols = chains.cols.cpu().reshape(frames, length)
+    scale, offset = (x.detach().double().cpu().reshape(frames, length) for x in (chains.scale, chains.offset))
+    prismatic = ~chains.revolute.cpu().reshape(frames, length)
+    lower, upper = chains.lower.double().cpu()[cols], chains.upper.double().cpu()[cols]
     travel = torch.maximum((lower * scale + offset).abs(), (upper * scale + offset).abs())
     links = place[:, 1:].norm(dim=-1).sum(-1) + tip.norm(dim=-1)
     radius = (links + torch.where(prismatic, travel, 0.0).sum(-1)).numpy()
-    if robot.floating_base:
+    if layout.floating:
         radius = np.full(frames, np.inf)
     centre = place[:, 0].numpy()
     rounding = _SLACK * (radius + np.linalg.norm(centre, axis=-1))

@@ -178,7 +178,7 @@ class Engine:
         self.slots = open_store(robot, capacity, store)
         self._device = robot.device
         self._launch = BlockLauncher(self.slots)
-        self._reach = reach(robot)
+        self._reach = reach(self.slots.chains)
         self._home = robot.neutral_q()
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
         # whether it is the newest seed of its target with more allowed, and from which iteration of its target.

@@ -25,8 +25,9 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.kernel import EMPTY, RUNNING, Layout, bind_chain, warp_types
+from ik_layer.engine.kernel import EMPTY, RUNNING
 from ik_layer.model.robot import Robot
+from ik_layer.model.warp_chain import bind_chain, warp_types
 from ik_layer.model.warp_runtime import init_warp
 
 __all__ = ["Array", "Readout", "Slots", "compact_index"]
@@ -64,7 +65,7 @@ class Slots(ABC):
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
         chain: the robot's chains and joint limits as the kernel reads them
-            (:func:`~ik_layer.engine.kernel.chain_struct`).
+            (:func:`~ik_layer.model.warp_chain.chain_struct`).
     """
 
     def __init__(self, robot: Robot, capacity: int) -> None:
@@ -78,7 +79,8 @@ class Slots(ABC):
         self.dtype = robot.dtype
         init_warp()
         f, vec2, vec3, vec6, mat33 = warp_types(self.dtype)
-        self.layout = Layout.of(robot)
+        self.chains = robot.chains  # what the kernel binds; the engine reads nothing else of the robot's model
+        self.layout = self.chains.layout
         n, nq, frames = capacity, robot.nq, self.layout.frames
         real = {"dtype": self.dtype, "device": self.device}
         count = {"dtype": torch.int32, "device": self.device}
@@ -106,7 +108,7 @@ class Slots(ABC):
         self.cost = torch.full((n,), torch.inf, **real)
         self.best_error = torch.full((n, 2), torch.inf, **real)
 
-        self.chain, self._chain = bind_chain(robot, self.layout)  # the kernel's struct, and the tensors it views
+        self.chain = bind_chain(self.chains)  # the kernel's struct
         self.state = {  # the kernel's problem and state arguments, in its order, with their warp types
             "target_rot": mat33,
             "target_pos": vec3,

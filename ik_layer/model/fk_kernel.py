@@ -4,27 +4,23 @@
 through it (``q`` does not require grad, or grad mode is off) and ``q`` is a plain tensor (not one of
 ``torch.func``'s wrappers, not traced by ``torch.compile``); else they run the eager torch kinematics
 (:meth:`ik_layer.Robot.kinematics`), the reference this path is tested against. One thread per configuration walks
-each frame's chain once (:func:`~ik_layer.engine.kernel.lm_functions`' ``kinematics``, the LM kernel's own) and
+each frame's chain once (:func:`~ik_layer.model.warp_chain.chain_functions`' ``kinematics``, the LM kernel's own) and
 writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU and CUDA.
 """
 
 # No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
 import functools
-import weakref
 
 import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.engine.kernel import KERNEL_OPTIONS, Layout, bind_chain, chain_struct, lm_functions, warp_types
-from ik_layer.model.warp_runtime import init_warp, torch_stream
+from ik_layer.model.chain import Layout
+from ik_layer.model.warp_chain import KERNEL_OPTIONS, bind_chain, chain_functions, chain_struct, warp_types
+from ik_layer.model.warp_runtime import quiet_warp, torch_stream
 
 __all__ = ["fk_kernel", "forward", "takes"]
 
-# Per robot: the chain struct bound to its buffers, and the key of the buffers it was bound to.
-_BOUND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, object, dict[str, Tensor]]]" = (
-    weakref.WeakKeyDictionary()
-)
 _is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda x: False)
 
 
@@ -40,7 +36,7 @@ def takes(q: Tensor) -> bool:
 def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
     """The kernel writing ``pose`` (n, 4F, 4) and, if ``jacobian``, ``jac`` (n, 6F, dof) of ``q`` (n, nq), one
     thread a row (without the Jacobian the compiler drops its arithmetic; the poses are the same bits)."""
-    kinematics = lm_functions(layout, dtype).kinematics
+    kinematics = chain_functions(layout, dtype).kinematics
     f = warp_types(dtype)[0]
     frames, nq, rows, dof = layout.frames, layout.nq, 6 * layout.frames, layout.dof
     jacobian_out = jacobian
@@ -79,30 +75,21 @@ def forward(robot: torch.nn.Module, q: Tensor, *, jacobian: bool) -> tuple[Tenso
     """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path
     (``robot``: the :class:`ik_layer.Robot` that calls this): pose (..., [F,] 4, 4) and, if asked, Jacobian
     (..., [F,] 6, dof), new tensors on ``q``'s device."""
-    layout = Layout.of(robot)
+    chains = robot.chains
+    layout = chains.layout
     batch, frames = q.shape[:-1], robot.target_shape[:-2]
     flat = q.detach().reshape(-1, robot.nq).contiguous()
     n = flat.shape[0]
     pose = torch.empty(n, 4 * layout.frames, 4, dtype=q.dtype, device=q.device)
     jac = torch.empty(n, 6 * layout.frames, robot.dof if jacobian else 0, dtype=q.dtype, device=q.device)
     if n:
-        wp.launch(
-            fk_kernel(layout, robot.dtype, jacobian),
-            dim=n,
-            inputs=[_chain_of(robot, layout), wp.from_torch(flat), wp.from_torch(pose), wp.from_torch(jac)],
-            device=wp.device_from_torch(q.device),
-            stream=torch_stream(q.device),
-        )
+        with quiet_warp():  # the first launch compiles or loads the module
+            wp.launch(
+                fk_kernel(layout, robot.dtype, jacobian),
+                dim=n,
+                inputs=[bind_chain(chains), wp.from_torch(flat), wp.from_torch(pose), wp.from_torch(jac)],
+                device=wp.device_from_torch(q.device),
+                stream=torch_stream(q.device),
+            )
     pose = pose.reshape(*batch, *frames, 4, 4)
     return pose, jac.reshape(*batch, *frames, 6, robot.dof) if jacobian else None
-
-
-def _chain_of(robot: torch.nn.Module, layout: Layout) -> object:
-    """``robot``'s chain struct, bound once per robot and placement of its buffers (rebound after ``.to()``)."""
-    key = (robot.device, robot.dtype, robot._place_rot.data_ptr(), layout)
-    held = _BOUND.get(robot)
-    if held is None or held[0] != key:
-        init_warp()
-        chain, tensors = bind_chain(robot, layout)
-        held = _BOUND[robot] = (key, chain, tensors)
-    return held[1]

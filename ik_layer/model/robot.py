@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
+from ik_layer.model.chain import ChainDescription, Layout
 from ik_layer.model.floating import (
     BASE_NQ,
     BASE_NV,
@@ -278,6 +279,7 @@ class Robot(nn.Module):
         _check_dtype(probe.dtype)
         if probe.device != self.device:
             _check_device(probe.device)
+        self.__dict__.pop("_chains", None)  # the chain description of the old tensors
         super()._apply(fn, recurse)
         big = torch.finfo(self.dtype).max
         self.lower.clamp_(-big, big)
@@ -335,6 +337,35 @@ class Robot(nn.Module):
             raise DTypeError(f"{name} has dtype {x.dtype} but the robot uses {self.dtype}; {fix}")
         if x.device != self.device:
             raise DeviceError(f"{name} is on {x.device} but the robot is on {self.device}")
+
+    @property
+    def chains(self) -> ChainDescription:
+        """The chains to the end-effector frames as the fused kernels read them (views of this robot's tensors,
+        made once per placement: ``.to()`` makes a new description)."""
+        held = self.__dict__.get("_chains")
+        if held is None:
+            frames = 1 if self.ee_frames is None else len(self.ee_frames)
+            length = self._chain_cols.shape[-1]
+            entries = frames * length
+            held = self.__dict__["_chains"] = ChainDescription(
+                layout=Layout(frames, length, int(self.lower.shape[0]), self.floating_base),
+                place_rot=self._place_rot.reshape(entries, 3, 3),
+                place_rot_k=self._place_rot_k.reshape(entries, 3, 3),
+                place_rot_k2=self._place_rot_k2.reshape(entries, 3, 3),
+                place_pos=self._place_pos.reshape(entries, 3),
+                slide=self._slide.reshape(entries, 3),
+                axis=self._axis.reshape(entries, 3),
+                revolute=self._revolute.reshape(entries),
+                cols=self._chain_cols.reshape(entries),
+                scale=self._chain_scale.reshape(entries),
+                offset=self._chain_offset.reshape(entries),
+                tip=self._tip.reshape(frames, 4, 4),
+                lower=self.lower,
+                upper=self.upper,
+                continuous=self.continuous,
+                full_turn=self.full_turn,
+            )
+        return held
 
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it.

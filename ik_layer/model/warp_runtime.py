@@ -8,18 +8,32 @@ no warp setting.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 
 import torch
 import warp as wp
 
-__all__ = ["init_warp", "torch_stream"]
+__all__ = ["init_warp", "quiet_warp", "torch_stream"]
 
 NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+
+
+@contextlib.contextmanager
+def quiet_warp() -> Iterator[None]:
+    """warp's informational messages (its banner, module compile and load times) silenced inside, and the user's
+    ``wp.config.log_level`` restored after: the library changes no warp setting for good."""
+    saved = wp.config.log_level
+    wp.config.log_level = max(saved, wp.LOG_WARNING)
+    try:
+        yield
+    finally:
+        wp.config.log_level = saved
 
 
 @functools.cache
@@ -27,14 +41,16 @@ def init_warp() -> None:
     """:func:`warp.init`, without warp's no-driver line on stderr when there is no CUDA driver (other output kept);
     once per process (later calls return at once)."""
     if _has_cuda_driver():
-        wp.init()
+        with quiet_warp():
+            wp.init()
         return
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            wp.init()
+            with quiet_warp():
+                wp.init()
         finally:
             os.dup2(saved, 2)
             os.close(saved)
