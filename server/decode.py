@@ -21,7 +21,6 @@ from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
 from ik_layer import OPTION_SPECS, Robot, SolveOptions
-from ik_layer.model.floating import BASE_NQ
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
 from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings
@@ -192,14 +191,14 @@ def _names(names: Sequence[str], most: int = 8) -> str:
 def _configurations(robot: Robot, rows: list[list[float]], field: str, one: bool = False) -> Tensor:
     """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion);
     ``one``: ``rows`` holds the field's one configuration (named ``field``, not ``field[0]``)."""
-    size = f"{robot.nq} joints"
-    if robot.floating_base:
-        size = f"{robot.nq} values ({BASE_NQ} base + {robot.nq - BASE_NQ} joints)"
+    joints = len(robot.joint_names)
+    base = robot.nq - joints  # a floating base's pose [x, y, z, qx, qy, qz, qw] first, else none
+    size = f"{robot.nq} values ({base} base + {joints} joints)" if robot.floating_base else f"{robot.nq} joints"
     for i, row in enumerate(rows):
         loc, name = (("body", field), field) if one else (("body", field, i), f"{field}[{i}]")
         if len(row) != robot.nq:
             raise FieldError(loc, f"{name} has {len(row)} values but {robot.name} has {size}")
-        if robot.floating_base and sum(x * x for x in row[3:BASE_NQ]) <= MIN_QUATERNION_NORM**2:
+        if robot.floating_base and sum(x * x for x in row[3:base]) <= MIN_QUATERNION_NORM**2:
             raise FieldError(
                 loc, f"{name} has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero"
             )

@@ -14,9 +14,8 @@ import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, Problem, Robot
+from ik_layer import IKResult, NonFiniteError, Problem, Robot, matrix_to_pose
 from ik_layer.engine import ROW_STATUS, Request
-from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
 
 __all__ = ["Prediction", "assemble", "fk_poses", "prepare"]

@@ -10,8 +10,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, CliApp, NoDecode, SettingsConfigDict
 
-from ik_layer import OPTION_SPECS, SolveOptions
-from ik_layer.robots import builtin_robots
+from ik_layer import OPTION_SPECS, SolveOptions, builtin_robots
 from ik_layer.server.options import option_model
 
 __all__ = ["Settings", "parse_settings"]
