@@ -1,4 +1,4 @@
-"""Stage 1, decode: a request body -> a validated model -> CPU tensors in the robot's dtype, checked against it.
+"""Stage 1, decode: a request body -> a validated model -> CPU tensors in the robot's dtype -> a checked problem.
 
 :func:`parse` runs pydantic (:mod:`ik_layer.server.schemas`: strict JSON types, bounds) and reports at most
 :data:`MAX_REPORTED_ERRORS` errors, without echoing the input. What is left needs the robot (its end-effector
@@ -13,19 +13,28 @@ frame) and gives (n, 7) tensors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import torch
 from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
-from ik_layer import OPTION_SPECS, Robot, SolveOptions
+from ik_layer import OPTION_SPECS, Problem, Robot, SolveOptions
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
 from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings
 
-__all__ = ["MAX_REPORTED_ERRORS", "IKJob", "fk_configurations", "frame_keys", "frames_of", "ik_job", "parse"]
+__all__ = [
+    "MAX_REPORTED_ERRORS",
+    "IKJob",
+    "fk_configurations",
+    "frame_keys",
+    "frames_of",
+    "ik_job",
+    "parse",
+    "prepare",
+]
 
 
 MAX_REPORTED_ERRORS = 10
@@ -126,6 +135,41 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
     """
     _check_rows("q", len(request.q), settings.max_targets)
     return _configurations(robot, request.q, "q")
+
+
+def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
+    """The checked problems of ``jobs`` on the robot's device, one per job.
+
+    The library's checks of targets and weights (:meth:`Problem.prepare`) run once over the rows of all the jobs
+    (a check costs about as much for one row as for hundreds); each job then takes its rows
+    (:meth:`Problem.select`) with its own options, warm starts and postures (:meth:`Robot.check_q`).
+
+    Raises:
+        IKLayerError: a target, weight, warm start or posture of some job is invalid.
+    """
+    device = robot.device
+    targets = torch.cat([job.targets for job in jobs]).to(device)
+    weights = None
+    if any(job.weights is not None for job in jobs):
+        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
+    checked = Problem.prepare(robot, targets, weights=weights)
+    problems = []
+    start = 0
+    for job in jobs:
+        rows = checked.select(slice(start, start + job.rows))
+        start += job.rows
+        warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
+        posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
+        problems.append(replace(rows, warm_start=warm_start, posture=posture, options=job.options))
+    return problems
+
+
+def _row_weights(robot: Robot, job: IKJob) -> Tensor:
+    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
+    shape = (job.rows, *robot.target_shape[:-2], 6)
+    if job.weights is None:
+        return torch.ones(shape, dtype=robot.dtype)
+    return job.weights.to(robot.dtype).expand(shape)
 
 
 def _check_rows(field: str, rows: int, limit: int) -> None:

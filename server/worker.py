@@ -1,10 +1,12 @@
 """Continuous batching: one robot's solver engine, stepping in a thread of its own, shared by every request.
 
 An :class:`EngineWorker` owns the robot's :class:`~ik_layer.engine.Engine`. Routes :meth:`~EngineWorker.submit`
-a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread loops:
-hand the rows of waiting requests to the engine, run one block of iterations, answer every request whose
-rows have all retired (predict -> encode: its JSON body, built off the event loop). No request waits for
-another's tail, and requests with different options share the engine.
+a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread only
+schedules; what it does to a request's data goes through the stages of :class:`~ik_layer.server.stages.IKStages`
+(decode -> submit -> collect -> encode). It loops: decode the requests that may start, submit parts of the
+waiting ones, run one block of iterations, collect and encode the answer of every request whose rows have all
+retired (its JSON body, built off the event loop). No request waits for another's tail, and requests with
+different options share the engine.
 
 Bounds, so that no request can cost without limit:
 
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import threading
 import time
@@ -32,11 +33,10 @@ from dataclasses import dataclass, field
 
 from ik_layer import IKLayerError, Problem, Robot
 from ik_layer.engine import ROW_STATUS, Engine, Request
-from ik_layer.server import encode
-from ik_layer.server.decode import IKJob, frame_keys
+from ik_layer.server.decode import IKJob
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
-from ik_layer.server.predict import assemble, prepare
+from ik_layer.server.stages import IKStages
 
 __all__ = ["EngineWorker", "Ticket"]
 
@@ -75,6 +75,11 @@ class Ticket:
         """Slots the unfinished parts may hold at most."""
         return sum(claim for _, claim in self.running)
 
+    @property
+    def left(self) -> int:
+        """Rows not yet handed to the engine."""
+        return self.job.rows - self.submitted
+
 
 class EngineWorker:
     """The solver of one robot for the service: an engine stepping in a dedicated thread while work exists.
@@ -105,6 +110,7 @@ class EngineWorker:
         max_work: int,
     ) -> None:
         self.name = name
+        self.stages = IKStages(robot)
         self.engine = Engine(robot, capacity=slots, block=block)
         self.block = block
         self.max_requests = max_requests
@@ -118,7 +124,6 @@ class EngineWorker:
         self._stopping = False  # cancels everything
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._seeds = itertools.count(1)
 
     # ------------------------------------------------------------------------- event loop side
 
@@ -231,14 +236,13 @@ class EngineWorker:
         capacity = self.engine.slots.capacity
         free = capacity - sum(t.claimed for t in tickets)
         for ticket in tickets:
-            left = ticket.job.rows - ticket.submitted
-            if left == 0 or ticket.problem is None or ticket.cancelled or ticket.error is not None:
+            if not ticket.left or ticket.problem is None or ticket.cancelled:
                 continue
             seeds = ticket.job.options.num_seeds
             if now >= ticket.deadline:
-                rows, claim = left, 0  # expired before starting: retired at the next step without running
+                rows, claim = ticket.left, 0  # expired before starting: retired at the next step without running
             else:
-                rows = min(left, min(capacity // _SHARE - ticket.claimed, free) // seeds)
+                rows = min(ticket.left, min(capacity // _SHARE - ticket.claimed, free) // seeds)
                 claim = rows * seeds
             if rows <= 0:
                 continue
@@ -247,33 +251,23 @@ class EngineWorker:
         return capacity - free
 
     def _start(self, tickets: list[Ticket], now: float) -> None:
-        """Check the problems of the oldest waiting tickets that may start, in one call for all of them; a ticket
-        whose problem is invalid keeps its error (checked alone, so that it cannot fail its neighbours)."""
-        solving = sum(1 for t in tickets if t.problem is not None and t.submitted < t.job.rows)
+        """Decode the oldest waiting tickets that may start, together; a ticket whose job is invalid keeps its
+        error."""
+        solving = sum(1 for t in tickets if t.problem is not None and t.left)
         waiting = [t for t in tickets if t.problem is None and t.error is None and not t.cancelled]
         starting = waiting[: max(self.max_requests - solving, 0)]
-        if not starting:
-            return
-        robot = self.engine.robot
-        try:
-            problems = prepare(robot, [t.job for t in starting])
-        except IKLayerError:
-            problems = [self._prepare_alone(t) for t in starting]
-        for ticket, problem in zip(starting, problems, strict=True):
-            ticket.problem = problem
+        for ticket, decoded in zip(starting, self.stages.decode([t.job for t in starting]), strict=True):
+            if isinstance(decoded, IKLayerError):
+                ticket.error = decoded
+            else:
+                ticket.problem = decoded
             self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
 
-    def _prepare_alone(self, ticket: Ticket) -> Problem | None:
-        try:
-            return prepare(self.engine.robot, [ticket.job])[0]
-        except IKLayerError as err:
-            ticket.error = err
-            return None
-
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
+        """Hand the next ``rows`` rows of ``ticket`` to the engine as a part claiming ``claim`` slots."""
         assert ticket.problem is not None
         span = slice(ticket.submitted, ticket.submitted + rows)
-        part = self.engine.submit_problem(ticket.problem.select(span), next(self._seeds), ticket.deadline)
+        part = self.stages.submit(self.engine, ticket.problem, span, ticket.deadline)
         ticket.submitted += rows
         ticket.running.append((part, claim))
         self._metrics.rows_admitted.labels(self.name).inc(rows)
@@ -294,7 +288,7 @@ class EngineWorker:
             if ticket.running:
                 continue
             stopped = ticket.cancelled or ticket.error is not None
-            if ticket.submitted < ticket.job.rows and not stopped:
+            if ticket.left and not stopped:
                 continue
             answered.append(ticket)
         if not answered:
@@ -321,11 +315,10 @@ class EngineWorker:
             return ticket.error
         if self._stopping:
             return ServiceUnavailable("the server is shutting down")
-        if ticket.submitted < ticket.job.rows:  # cancelled before all rows started: its client is gone anyway
+        if ticket.left:  # cancelled before all rows started: its client is gone anyway
             return ServiceUnavailable("the request was cancelled")
-        robot = self.engine.robot
         try:
-            return encode.ik_response(robot.name, assemble(robot, ticket.job, ticket.parts), frame_keys(robot))
+            return self.stages.encode(self.stages.collect(ticket.job, ticket.parts))
         except IKLayerError as err:
             return err
 
