@@ -4,14 +4,15 @@ An :class:`EngineWorker` owns the robot's :class:`~ik_layer.engine.Engine`. Rout
 a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread only
 schedules; what it does to a request's data goes through the stages of :class:`~ik_layer.server.stages.IKStages`
 (decode -> submit -> collect -> encode). It loops: decode the requests that may start, submit parts of the
-waiting ones, run one block of iterations, collect and encode the answer of every request whose rows have all
-retired (its JSON body, built off the event loop). No request waits for another's tail, and requests with
-different options share the engine.
+waiting ones (as many rows as :class:`~ik_layer.server.admission.AdmissionPolicy` allots), run one step of the
+engine, collect and encode the answer of every request whose rows have all retired (its JSON body, built off the
+event loop). No request waits for another's tail, and requests with different options share the engine.
 
 Bounds, so that no request can cost without limit:
 
 * a request is handed to the engine in parts; a part of ``r`` rows claims ``r * num_seeds`` slots (its
-  worst case), one request never claims more than a quarter of the slots, so others always find room;
+  worst case), and one request claims at most its share of the slots (:mod:`ik_layer.server.admission`), so
+  others always find room;
 * every request has a deadline: at it, its unfinished rows retire with their best configuration so far
   (status ``deadline``); rows never started retire without running;
 * what may wait or solve per robot is bounded in requests (``queue_limit``) and in work
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ik_layer import IKLayerError, Problem, Robot
 from ik_layer.engine import ROW_STATUS, Engine, Request
+from ik_layer.server.admission import AdmissionPolicy, Demand
 from ik_layer.server.decode import IKJob
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
@@ -40,9 +42,6 @@ from ik_layer.server.stages import IKStages
 
 __all__ = ["EngineWorker", "Ticket"]
 
-_SHARE = 4  # one request claims at most 1/_SHARE of the slots
-_LIGHT_LOAD = 64  # slots claimed at most for a light load, when steps are _LIGHT_BLOCKS blocks long
-_LIGHT_BLOCKS = 4  # (fewer steps per request; such a step of 64 slots takes about a millisecond)
 _log = logging.getLogger("server")
 
 
@@ -88,13 +87,17 @@ class EngineWorker:
         name: the robot's name (metrics label).
         robot: the robot.
         metrics: the app's metrics.
-        slots: the engine's slots (seeds in flight, all requests together).
-        block: LM iterations per engine step (requests join and leave between steps); 4x as many while at
-            most 64 slots are claimed.
+        slots: the engine's slots (seeds in flight, all requests together); shared by an
+            :class:`~ik_layer.server.admission.AdmissionPolicy`.
+        block: LM iterations per engine block (requests join and leave between steps); a step runs
+            ``policy.blocks(claimed)`` blocks (several under a light load).
         max_requests: requests solving at once (1: one request at a time, unbatched).
         queue_limit: requests waiting or solving before new ones get 503.
         max_work: row-iterations (rows x frames x seeds x iterations) waiting or solving before new ones get 503
             (413 for one that alone exceeds it).
+
+    Raises:
+        ValueError: too few ``slots`` to share (see :class:`~ik_layer.server.admission.AdmissionPolicy`).
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class EngineWorker:
         max_work: int,
     ) -> None:
         self.name = name
+        self.policy = AdmissionPolicy(capacity=slots)
         self.stages = IKStages(robot)
         self.engine = Engine(robot, capacity=slots, block=block)
         self.block = block
@@ -206,7 +210,7 @@ class EngineWorker:
                 tickets = list(self._tickets)
             try:
                 claimed = self._hand_over(tickets)
-                self.engine.block = self.block * (_LIGHT_BLOCKS if claimed <= _LIGHT_LOAD else 1)
+                self.engine.block = self.block * self.policy.blocks(claimed)
                 if self.engine.busy:
                     start = time.perf_counter()
                     self.engine.step()
@@ -230,25 +234,22 @@ class EngineWorker:
 
     def _hand_over(self, tickets: list[Ticket]) -> int:
         """Start waiting requests (up to ``max_requests`` solving), then give the engine parts of them, oldest
-        first, within the slots' claims; return the slots claimed."""
+        first, as the admission policy allots; return the slots claimed."""
         now = time.monotonic()
         self._start(tickets, now)
-        capacity = self.engine.slots.capacity
-        free = capacity - sum(t.claimed for t in tickets)
-        for ticket in tickets:
-            if not ticket.left or ticket.problem is None or ticket.cancelled:
-                continue
-            seeds = ticket.job.options.num_seeds
-            if now >= ticket.deadline:
-                rows, claim = ticket.left, 0  # expired before starting: retired at the next step without running
-            else:
-                rows = min(ticket.left, min(capacity // _SHARE - ticket.claimed, free) // seeds)
-                claim = rows * seeds
-            if rows <= 0:
-                continue
-            free -= claim
-            self._submit(ticket, rows, claim)
-        return capacity - free
+        pending = [t for t in tickets if t.left and t.problem is not None and not t.cancelled]
+        for ticket in pending:
+            if now >= ticket.deadline:  # expired before starting: retired at the next step without running
+                self._submit(ticket, ticket.left, 0)
+        live = [t for t in pending if now < t.deadline]
+        claimed = sum(t.claimed for t in tickets)
+        demands = [Demand(t.left, t.job.options.num_seeds, t.claimed) for t in live]
+        for ticket, rows in zip(live, self.policy.allot(demands, claimed), strict=True):
+            if rows > 0:
+                claim = rows * ticket.job.options.num_seeds
+                claimed += claim
+                self._submit(ticket, rows, claim)
+        return claimed
 
     def _start(self, tickets: list[Ticket], now: float) -> None:
         """Decode the oldest waiting tickets that may start, together; a ticket whose job is invalid keeps its
