@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
-    from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
+    from ik_layer.core.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
+    from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem
     from ik_layer.core.result import IKResult
     from ik_layer.engine import Engine
@@ -33,7 +34,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.layer.ik import IKLayer, ik, ik_solve, target_gradient
     from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
     from ik_layer.layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
+    from ik_layer.model.lie import as_transform, matrix_to_pose
     from ik_layer.model.robot import Robot, load_robot
+    from ik_layer.model.sources import MODEL_SUFFIXES
     from ik_layer.robots import builtin_robots
 
 __version__ = "0.1.0"
@@ -55,9 +58,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.engine": ("Engine",),
     "ik_layer.layer.implicit": ("damped_pseudo_inverse", "implicit_inverse", "implicit_root"),
     "ik_layer.layer.jacobian": ("batch_jacobian", "jacobian_rules", "register_jacobian", "sequential_jacobian"),
+    "ik_layer.model.lie": ("as_transform", "matrix_to_pose"),
     "ik_layer.model.robot": ("Robot", "load_robot"),
+    "ik_layer.model.sources": ("MODEL_SUFFIXES",),
     "ik_layer.layer.ik": ("IKLayer", "ik", "ik_solve", "target_gradient"),
-    "ik_layer.core.options": ("OPTION_SPECS", "OptionSpec", "SolveOptions"),
+    "ik_layer.core.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),
+    "ik_layer.core.options": ("OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
     "ik_layer.core.problem": ("Problem",),
     "ik_layer.core.result": ("IKResult",),
@@ -78,17 +84,22 @@ __all__ = [
     "IKResult",
     "InputFileError",
     "JointNotFound",
+    "MODEL_SUFFIXES",
     "NonFiniteError",
     "OPTION_SPECS",
     "OptionSpec",
+    "POSTURE_HELP",
     "Problem",
+    "QUATERNION_NORM_TOLERANCE",
     "Robot",
     "RobotNotFound",
     "ShapeError",
     "SolveOptions",
     "UnsupportedModelError",
+    "as_transform",
     "batch_jacobian",
     "builtin_robots",
+    "check_quaternion_norm",
     "damped_pseudo_inverse",
     "engines",
     "ik",
@@ -97,6 +108,7 @@ __all__ = [
     "implicit_root",
     "jacobian_rules",
     "load_robot",
+    "matrix_to_pose",
     "register_jacobian",
     "sequential_jacobian",
     "solve",

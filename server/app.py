@@ -24,7 +24,7 @@ from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker
 
 if TYPE_CHECKING:
-    from ik_layer.model.robot import Robot
+    from ik_layer import Robot
 
 __all__ = ["create_app"]
 

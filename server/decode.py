@@ -1,4 +1,4 @@
-"""Stage 1, decode: a request body -> a validated model -> CPU tensors in the robot's dtype, checked against it.
+"""Stage 1, decode: a request body -> a validated model -> CPU tensors in the robot's dtype -> a checked problem.
 
 :func:`parse` runs pydantic (:mod:`ik_layer.server.schemas`: strict JSON types, bounds) and reports at most
 :data:`MAX_REPORTED_ERRORS` errors, without echoing the input. What is left needs the robot (its end-effector
@@ -13,20 +13,28 @@ frame) and gives (n, 7) tensors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import torch
 from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
-from ik_layer import OPTION_SPECS, Robot, SolveOptions
-from ik_layer.model.floating import BASE_NQ
+from ik_layer import OPTION_SPECS, Problem, Robot, SolveOptions
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
 from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
 from ik_layer.server.settings import Settings
 
-__all__ = ["MAX_REPORTED_ERRORS", "IKJob", "fk_configurations", "frame_keys", "frames_of", "ik_job", "parse"]
+__all__ = [
+    "MAX_REPORTED_ERRORS",
+    "IKJob",
+    "fk_configurations",
+    "frame_keys",
+    "frames_of",
+    "ik_job",
+    "parse",
+    "prepare",
+]
 
 
 MAX_REPORTED_ERRORS = 10
@@ -129,6 +137,41 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
     return _configurations(robot, request.q, "q")
 
 
+def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
+    """The checked problems of ``jobs`` on the robot's device, one per job.
+
+    The library's checks of targets and weights (:meth:`Problem.prepare`) run once over the rows of all the jobs
+    (a check costs about as much for one row as for hundreds); each job then takes its rows
+    (:meth:`Problem.select`) with its own options, warm starts and postures (:meth:`Robot.check_q`).
+
+    Raises:
+        IKLayerError: a target, weight, warm start or posture of some job is invalid.
+    """
+    device = robot.device
+    targets = torch.cat([job.targets for job in jobs]).to(device)
+    weights = None
+    if any(job.weights is not None for job in jobs):
+        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
+    checked = Problem.prepare(robot, targets, weights=weights)
+    problems = []
+    start = 0
+    for job in jobs:
+        rows = checked.select(slice(start, start + job.rows))
+        start += job.rows
+        warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
+        posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
+        problems.append(replace(rows, warm_start=warm_start, posture=posture, options=job.options))
+    return problems
+
+
+def _row_weights(robot: Robot, job: IKJob) -> Tensor:
+    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
+    shape = (job.rows, *robot.target_shape[:-2], 6)
+    if job.weights is None:
+        return torch.ones(shape, dtype=robot.dtype)
+    return job.weights.to(robot.dtype).expand(shape)
+
+
 def _check_rows(field: str, rows: int, limit: int) -> None:
     if rows > limit:
         raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
@@ -192,14 +235,14 @@ def _names(names: Sequence[str], most: int = 8) -> str:
 def _configurations(robot: Robot, rows: list[list[float]], field: str, one: bool = False) -> Tensor:
     """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion);
     ``one``: ``rows`` holds the field's one configuration (named ``field``, not ``field[0]``)."""
-    size = f"{robot.nq} joints"
-    if robot.floating_base:
-        size = f"{robot.nq} values ({BASE_NQ} base + {robot.nq - BASE_NQ} joints)"
+    joints = len(robot.joint_names)
+    base = robot.nq - joints  # a floating base's pose [x, y, z, qx, qy, qz, qw] first, else none
+    size = f"{robot.nq} values ({base} base + {joints} joints)" if robot.floating_base else f"{robot.nq} joints"
     for i, row in enumerate(rows):
         loc, name = (("body", field), field) if one else (("body", field, i), f"{field}[{i}]")
         if len(row) != robot.nq:
             raise FieldError(loc, f"{name} has {len(row)} values but {robot.name} has {size}")
-        if robot.floating_base and sum(x * x for x in row[3:BASE_NQ]) <= MIN_QUATERNION_NORM**2:
+        if robot.floating_base and sum(x * x for x in row[3:base]) <= MIN_QUATERNION_NORM**2:
             raise FieldError(
                 loc, f"{name} has a zero base quaternion (values 3:7, [qx, qy, qz, qw]); it must be non-zero"
             )

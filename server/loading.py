@@ -17,9 +17,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 import ik_layer
-from ik_layer import IKLayerError, Robot, SolveOptions
-from ik_layer.model.lie import matrix_to_pose
-from ik_layer.model.sources import MODEL_SUFFIXES
+from ik_layer import MODEL_SUFFIXES, IKLayerError, Robot, SolveOptions, matrix_to_pose
 
 __all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 

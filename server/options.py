@@ -1,7 +1,7 @@
 """Pydantic fields of the solver options, derived from :data:`ik_layer.OPTION_SPECS` (never retyped here).
 
 The IK request and the server settings both take their option fields from :func:`option_model`, so a default,
-a bound or a help line changes in :mod:`ik_layer.core.options` only.
+a bound or a help line changes in the library (:data:`ik_layer.OPTION_SPECS`) only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 2, predict: an IK job -> parts on the robot's engine -> one prediction; FK of configurations.
+"""Stage 3, collect: the finished parts of an IK job -> one prediction; FK of configurations.
 
 A job is solved in parts (consecutive rows) so that the worker can share the engine's slots between requests
 (see :mod:`ik_layer.server.worker`); :func:`assemble` joins the parts' answers in row order and adds the
@@ -14,12 +14,11 @@ import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, Problem, Robot
+from ik_layer import IKResult, NonFiniteError, Robot, matrix_to_pose
 from ik_layer.engine import ROW_STATUS, Request
-from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob
 
-__all__ = ["Prediction", "assemble", "fk_poses", "prepare"]
+__all__ = ["Prediction", "assemble", "fk_poses"]
 
 
 @dataclass(frozen=True)
@@ -36,37 +35,6 @@ class Prediction:
     result: IKResult
     status: list[str]
     gradient: Tensor | None
-
-
-def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
-    """The checked problems of ``jobs`` on the robot's device: the library's checks, run once over all of them.
-
-    Raises:
-        IKLayerError: a target or warm start of some job is invalid.
-    """
-    device = robot.device
-    targets = torch.cat([job.targets for job in jobs]).to(device)
-    weights = None
-    if any(job.weights is not None for job in jobs):
-        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
-    checked = Problem.prepare(robot, targets, weights=weights)
-    sizes = [job.rows for job in jobs]
-    problems = []
-    for job, target, row_weights in zip(jobs, checked.target.split(sizes), checked.weights.split(sizes), strict=True):
-        warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
-        posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
-        batch = torch.Size([job.rows])
-        problems.append(
-            Problem(
-                batch=batch,
-                target=target,
-                weights=row_weights,
-                warm_start=warm_start,
-                posture=posture,
-                options=job.options,
-            )
-        )
-    return problems
 
 
 def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
@@ -92,14 +60,6 @@ def fk_poses(robot: Robot, q: Tensor) -> Tensor:
     """(n, 7) end-effector poses ``[x, y, z, qx, qy, qz, qw]`` of configurations ``q`` (n, nq), on the CPU;
     (n, F, 7) for a robot with F end-effector frames."""
     return matrix_to_pose(robot.fk(q.to(robot.device))).cpu()
-
-
-def _row_weights(robot: Robot, job: IKJob) -> Tensor:
-    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
-    shape = (job.rows, *robot.target_shape[:-2], 6)
-    if job.weights is None:
-        return torch.ones(shape, dtype=robot.dtype)
-    return job.weights.to(robot.dtype).expand(shape)
 
 
 def _check_finite(what: str, *tensors: Tensor) -> None:

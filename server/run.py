@@ -14,7 +14,7 @@ from types import FrameType
 import uvicorn
 from pydantic import ValidationError
 
-from ik_layer.exceptions import IKLayerError
+from ik_layer import IKLayerError
 from ik_layer.server.app import create_app
 from ik_layer.server.loading import load_robots
 from ik_layer.server.protocol import header_timeout_protocol

@@ -9,7 +9,7 @@ size of a configuration) live in :mod:`ik_layer.server.decode`.
 
 A pose is given in any of the library's forms (:data:`PoseInput`): a :class:`Pose` object, a 7-vector
 ``[x, y, z, qx, qy, qz, qw]`` or a 4x4 matrix (rows); each becomes a :class:`Pose` when validated, checked as
-:func:`ik_layer.model.lie.as_transform` checks the library's targets. Robots with several end-effector frames
+:func:`ik_layer.as_transform` checks the library's targets. Robots with several end-effector frames
 (``ee_frames`` in ``/v1/robots``) take one object per target mapping each frame name to a pose (:data:`Target`);
 robots with one frame take a plain pose (or that object with their one frame).
 """
@@ -32,9 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from ik_layer.core.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
-from ik_layer.core.options import POSTURE_HELP
-from ik_layer.model.lie import as_transform, matrix_to_pose
+from ik_layer import POSTURE_HELP, QUATERNION_NORM_TOLERANCE, as_transform, check_quaternion_norm, matrix_to_pose
 from ik_layer.server.options import option_model
 
 __all__ = [

@@ -10,8 +10,8 @@ import torch
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, CliApp, NoDecode, SettingsConfigDict
 
-from ik_layer import OPTION_SPECS, SolveOptions
-from ik_layer.robots import builtin_robots
+from ik_layer import OPTION_SPECS, SolveOptions, builtin_robots
+from ik_layer.server.admission import SHARE, smallest_capacity
 from ik_layer.server.options import option_model
 
 __all__ = ["Settings", "parse_settings"]
@@ -51,7 +51,11 @@ class Settings(_SolveDefaults):
     )
     max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
     max_slots: int = Field(
-        4096, ge=256, le=1 << 16, description="solver slots per robot (seeds in flight at once, all requests)"
+        4096,
+        ge=smallest_capacity(),
+        le=1 << 16,
+        description="solver slots per robot (seeds in flight at once, all requests); "
+        f"one request claims at most 1/{SHARE} of them",
     )
     block_iterations: int = Field(
         8, ge=1, le=256, description="LM iterations per engine step under load (4x when lightly loaded)"

@@ -1,15 +1,18 @@
 """Continuous batching: one robot's solver engine, stepping in a thread of its own, shared by every request.
 
 An :class:`EngineWorker` owns the robot's :class:`~ik_layer.engine.Engine`. Routes :meth:`~EngineWorker.submit`
-a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread loops:
-hand the rows of waiting requests to the engine, run one block of iterations, answer every request whose
-rows have all retired (predict -> encode: its JSON body, built off the event loop). No request waits for
-another's tail, and requests with different options share the engine.
+a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread only
+schedules; what it does to a request's data goes through the stages of :class:`~ik_layer.server.stages.IKStages`
+(decode -> submit -> collect -> encode). It loops: decode the requests that may start, submit parts of the
+waiting ones (as many rows as :class:`~ik_layer.server.admission.AdmissionPolicy` allots), run one step of the
+engine, collect and encode the answer of every request whose rows have all retired (its JSON body, built off the
+event loop). No request waits for another's tail, and requests with different options share the engine.
 
 Bounds, so that no request can cost without limit:
 
 * a request is handed to the engine in parts; a part of ``r`` rows claims ``r * num_seeds`` slots (its
-  worst case), one request never claims more than a quarter of the slots, so others always find room;
+  worst case), and one request claims at most its share of the slots (:mod:`ik_layer.server.admission`), so
+  others always find room;
 * every request has a deadline: at it, its unfinished rows retire with their best configuration so far
   (status ``deadline``); rows never started retire without running;
 * what may wait or solve per robot is bounded in requests (``queue_limit``) and in work
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import threading
 import time
@@ -32,17 +34,14 @@ from dataclasses import dataclass, field
 
 from ik_layer import IKLayerError, Problem, Robot
 from ik_layer.engine import ROW_STATUS, Engine, Request
-from ik_layer.server import encode
-from ik_layer.server.decode import IKJob, frame_keys
+from ik_layer.server.admission import AdmissionPolicy, Demand
+from ik_layer.server.decode import IKJob
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
-from ik_layer.server.predict import assemble, prepare
+from ik_layer.server.stages import IKStages
 
 __all__ = ["EngineWorker", "Ticket"]
 
-_SHARE = 4  # one request claims at most 1/_SHARE of the slots
-_LIGHT_LOAD = 64  # slots claimed at most for a light load, when steps are _LIGHT_BLOCKS blocks long
-_LIGHT_BLOCKS = 4  # (fewer steps per request; such a step of 64 slots takes about a millisecond)
 _log = logging.getLogger("server")
 
 
@@ -75,6 +74,11 @@ class Ticket:
         """Slots the unfinished parts may hold at most."""
         return sum(claim for _, claim in self.running)
 
+    @property
+    def left(self) -> int:
+        """Rows not yet handed to the engine."""
+        return self.job.rows - self.submitted
+
 
 class EngineWorker:
     """The solver of one robot for the service: an engine stepping in a dedicated thread while work exists.
@@ -83,13 +87,17 @@ class EngineWorker:
         name: the robot's name (metrics label).
         robot: the robot.
         metrics: the app's metrics.
-        slots: the engine's slots (seeds in flight, all requests together).
-        block: LM iterations per engine step (requests join and leave between steps); 4x as many while at
-            most 64 slots are claimed.
+        slots: the engine's slots (seeds in flight, all requests together); shared by an
+            :class:`~ik_layer.server.admission.AdmissionPolicy`.
+        block: LM iterations per engine block (requests join and leave between steps); a step runs
+            ``policy.blocks(claimed)`` blocks (several under a light load).
         max_requests: requests solving at once (1: one request at a time, unbatched).
         queue_limit: requests waiting or solving before new ones get 503.
         max_work: row-iterations (rows x frames x seeds x iterations) waiting or solving before new ones get 503
             (413 for one that alone exceeds it).
+
+    Raises:
+        ValueError: too few ``slots`` to share (see :class:`~ik_layer.server.admission.AdmissionPolicy`).
     """
 
     def __init__(
@@ -105,6 +113,8 @@ class EngineWorker:
         max_work: int,
     ) -> None:
         self.name = name
+        self.policy = AdmissionPolicy(capacity=slots)
+        self.stages = IKStages(robot)
         self.engine = Engine(robot, capacity=slots, block=block)
         self.block = block
         self.max_requests = max_requests
@@ -118,7 +128,6 @@ class EngineWorker:
         self._stopping = False  # cancels everything
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._seeds = itertools.count(1)
 
     # ------------------------------------------------------------------------- event loop side
 
@@ -201,7 +210,7 @@ class EngineWorker:
                 tickets = list(self._tickets)
             try:
                 claimed = self._hand_over(tickets)
-                self.engine.block = self.block * (_LIGHT_BLOCKS if claimed <= _LIGHT_LOAD else 1)
+                self.engine.block = self.block * self.policy.blocks(claimed)
                 if self.engine.busy:
                     start = time.perf_counter()
                     self.engine.step()
@@ -225,55 +234,41 @@ class EngineWorker:
 
     def _hand_over(self, tickets: list[Ticket]) -> int:
         """Start waiting requests (up to ``max_requests`` solving), then give the engine parts of them, oldest
-        first, within the slots' claims; return the slots claimed."""
+        first, as the admission policy allots; return the slots claimed."""
         now = time.monotonic()
         self._start(tickets, now)
-        capacity = self.engine.slots.capacity
-        free = capacity - sum(t.claimed for t in tickets)
-        for ticket in tickets:
-            left = ticket.job.rows - ticket.submitted
-            if left == 0 or ticket.problem is None or ticket.cancelled or ticket.error is not None:
-                continue
-            seeds = ticket.job.options.num_seeds
-            if now >= ticket.deadline:
-                rows, claim = left, 0  # expired before starting: retired at the next step without running
-            else:
-                rows = min(left, min(capacity // _SHARE - ticket.claimed, free) // seeds)
-                claim = rows * seeds
-            if rows <= 0:
-                continue
-            free -= claim
-            self._submit(ticket, rows, claim)
-        return capacity - free
+        pending = [t for t in tickets if t.left and t.problem is not None and not t.cancelled]
+        for ticket in pending:
+            if now >= ticket.deadline:  # expired before starting: retired at the next step without running
+                self._submit(ticket, ticket.left, 0)
+        live = [t for t in pending if now < t.deadline]
+        claimed = sum(t.claimed for t in tickets)
+        demands = [Demand(t.left, t.job.options.num_seeds, t.claimed) for t in live]
+        for ticket, rows in zip(live, self.policy.allot(demands, claimed), strict=True):
+            if rows > 0:
+                claim = rows * ticket.job.options.num_seeds
+                claimed += claim
+                self._submit(ticket, rows, claim)
+        return claimed
 
     def _start(self, tickets: list[Ticket], now: float) -> None:
-        """Check the problems of the oldest waiting tickets that may start, in one call for all of them; a ticket
-        whose problem is invalid keeps its error (checked alone, so that it cannot fail its neighbours)."""
-        solving = sum(1 for t in tickets if t.problem is not None and t.submitted < t.job.rows)
+        """Decode the oldest waiting tickets that may start, together; a ticket whose job is invalid keeps its
+        error."""
+        solving = sum(1 for t in tickets if t.problem is not None and t.left)
         waiting = [t for t in tickets if t.problem is None and t.error is None and not t.cancelled]
         starting = waiting[: max(self.max_requests - solving, 0)]
-        if not starting:
-            return
-        robot = self.engine.robot
-        try:
-            problems = prepare(robot, [t.job for t in starting])
-        except IKLayerError:
-            problems = [self._prepare_alone(t) for t in starting]
-        for ticket, problem in zip(starting, problems, strict=True):
-            ticket.problem = problem
+        for ticket, decoded in zip(starting, self.stages.decode([t.job for t in starting]), strict=True):
+            if isinstance(decoded, IKLayerError):
+                ticket.error = decoded
+            else:
+                ticket.problem = decoded
             self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
 
-    def _prepare_alone(self, ticket: Ticket) -> Problem | None:
-        try:
-            return prepare(self.engine.robot, [ticket.job])[0]
-        except IKLayerError as err:
-            ticket.error = err
-            return None
-
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
+        """Hand the next ``rows`` rows of ``ticket`` to the engine as a part claiming ``claim`` slots."""
         assert ticket.problem is not None
         span = slice(ticket.submitted, ticket.submitted + rows)
-        part = self.engine.submit_problem(ticket.problem.select(span), next(self._seeds), ticket.deadline)
+        part = self.stages.submit(self.engine, ticket.problem, span, ticket.deadline)
         ticket.submitted += rows
         ticket.running.append((part, claim))
         self._metrics.rows_admitted.labels(self.name).inc(rows)
@@ -294,7 +289,7 @@ class EngineWorker:
             if ticket.running:
                 continue
             stopped = ticket.cancelled or ticket.error is not None
-            if ticket.submitted < ticket.job.rows and not stopped:
+            if ticket.left and not stopped:
                 continue
             answered.append(ticket)
         if not answered:
@@ -321,11 +316,10 @@ class EngineWorker:
             return ticket.error
         if self._stopping:
             return ServiceUnavailable("the server is shutting down")
-        if ticket.submitted < ticket.job.rows:  # cancelled before all rows started: its client is gone anyway
+        if ticket.left:  # cancelled before all rows started: its client is gone anyway
             return ServiceUnavailable("the request was cancelled")
-        robot = self.engine.robot
         try:
-            return encode.ik_response(robot.name, assemble(robot, ticket.job, ticket.parts), frame_keys(robot))
+            return self.stages.encode(self.stages.collect(ticket.job, ticket.parts))
         except IKLayerError as err:
             return err
 

@@ -56,7 +56,7 @@ def test_the_library_changes_no_warp_setting(capfd):
     import warp as wp
 
     wp.config.log_level = wp.LOG_INFO  # the user's choice, kept by import, init and every solve
-    import ik_layer.engine.kernel  # noqa: F401
+    import ik_layer.engine.kernel
 
     robot = ik_layer.load_robot("iiwa14")
     q = robot.random_q(2, generator=torch.Generator().manual_seed(4))

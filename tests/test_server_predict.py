@@ -12,8 +12,8 @@ import ik_layer
 from ik_layer import IKResult, NonFiniteError, SolveOptions
 from ik_layer.engine import Engine
 from ik_layer.model.lie import matrix_to_pose
-from ik_layer.server.decode import IKJob
-from ik_layer.server.predict import assemble, fk_poses, prepare
+from ik_layer.server.decode import IKJob, prepare
+from ik_layer.server.predict import assemble, fk_poses
 
 OPTIONS = SolveOptions(num_seeds=2, max_iterations=40)
 

@@ -1,0 +1,71 @@
+"""The stage contract of an IK request in the engine worker: decode -> submit -> collect -> encode.
+
+The worker (:mod:`ik_layer.server.worker`) only schedules: which requests start, how many of their rows go to
+the engine and when, when the engine steps, deadlines and cancellation. What happens to a request's data is
+one of the four stages of :class:`IKStages`, each the face of its own module:
+
+1. decode (:mod:`ik_layer.server.decode`): jobs -> checked problems, or the error of an invalid one;
+2. submit: rows of a problem -> a part on the engine;
+3. collect (:mod:`ik_layer.server.predict`): a job's finished parts -> its prediction;
+4. encode (:mod:`ik_layer.server.encode`): a prediction -> the JSON answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ik_layer import IKLayerError, Problem, Robot
+from ik_layer.engine import Engine, Request
+from ik_layer.server import encode
+from ik_layer.server.decode import IKJob, frame_keys, prepare
+from ik_layer.server.predict import Prediction, assemble
+
+__all__ = ["IKStages"]
+
+
+class IKStages:
+    """The stages of the IK requests of one robot, run in its worker's thread.
+
+    Args:
+        robot: the robot the requests are for.
+    """
+
+    def __init__(self, robot: Robot) -> None:
+        self.robot = robot
+        self._seeds = itertools.count(1)  # one random stream per part
+
+    def decode(self, jobs: Sequence[IKJob]) -> list[Problem | IKLayerError]:
+        """The checked problem of each job, or the error that refuses it.
+
+        The jobs are checked together (:func:`~ik_layer.server.decode.prepare`); if that fails, each alone, so that
+        an invalid job cannot fail its neighbours.
+        """
+        if not jobs:
+            return []
+        try:
+            return list(prepare(self.robot, jobs))
+        except IKLayerError:
+            return [self._decode_alone(job) for job in jobs]
+
+    def submit(self, engine: Engine, problem: Problem, rows: slice, deadline: float) -> Request:
+        """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
+        return engine.submit_problem(problem.select(rows), next(self._seeds), deadline)
+
+    def collect(self, job: IKJob, parts: Sequence[Request]) -> Prediction:
+        """The prediction of ``job`` from its finished parts, in row order.
+
+        Raises:
+            IKLayerError: the answer cannot be sent (non-finite values).
+        """
+        return assemble(self.robot, job, parts)
+
+    def encode(self, prediction: Prediction) -> bytes:
+        """The JSON body answering a request with ``prediction``."""
+        return encode.ik_response(self.robot.name, prediction, frame_keys(self.robot))
+
+    def _decode_alone(self, job: IKJob) -> Problem | IKLayerError:
+        try:
+            return prepare(self.robot, [job])[0]
+        except IKLayerError as err:
+            return err
