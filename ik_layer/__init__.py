@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
-    from ik_layer.core.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem
     from ik_layer.core.result import IKResult
@@ -34,6 +33,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.layer.ik import IKLayer, ik, ik_solve, target_gradient
     from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
     from ik_layer.layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
+    from ik_layer.model.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
     from ik_layer.model.lie import as_transform, matrix_to_pose
     from ik_layer.model.robot import Robot, load_robot
     from ik_layer.model.sources import MODEL_SUFFIXES
@@ -62,7 +62,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.model.robot": ("Robot", "load_robot"),
     "ik_layer.model.sources": ("MODEL_SUFFIXES",),
     "ik_layer.layer.ik": ("IKLayer", "ik", "ik_solve", "target_gradient"),
-    "ik_layer.core.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),
+    "ik_layer.model.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),
     "ik_layer.core.options": ("OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
     "ik_layer.core.problem": ("Problem",),

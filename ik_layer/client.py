@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ik_layer.core.host import as_checked, matrix_to_pose, pose_to_matrix
 from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.exceptions import IKLayerError, NonFiniteError, RobotNotFound, ShapeError
+from ik_layer.model.host import as_checked, matrix_to_pose, pose_to_matrix
 
 try:
     import httpx

@@ -15,8 +15,8 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, RobotNotFound, ShapeError, SolveOptions
-from ik_layer.core.host import QUATERNION_NORM_TOLERANCE
 from ik_layer.exceptions import DeviceError, DTypeError
+from ik_layer.model.host import QUATERNION_NORM_TOLERANCE
 from ik_layer.model.lie import (
     as_transform,
     from_rotation_translation,

@@ -172,7 +172,7 @@ def test_a_frame_out_of_reach_gives_the_target_up_early():
     robot = robot_of("talos-hands", F64)
     g = torch.Generator().manual_seed(35)
     target = robot.fk(robot.random_q((4,), generator=g))
-    bound = reach(robot)
+    bound = reach(robot.chains)
     direction = torch.randn(4, 3, generator=g, dtype=F64)
     far = torch.from_numpy(bound.centre[1]) + (bound.radius[1] + 0.3) * direction / direction.norm(dim=-1)[:, None]
     target[:2, 1, :3, 3] = far[:2]
@@ -186,7 +186,7 @@ def test_a_frame_out_of_reach_gives_the_target_up_early():
     floating = robot_of("talos-body", F64)
     far_body = floating.fk(floating.random_q((1,), generator=g))
     far_body[..., :3, 3] += 100.0  # every frame 100 m away: the base walks there
-    assert not reach(floating).beyond(far_body, torch.ones(1, 4, 6, dtype=F64), 1e-4).any()
+    assert not reach(floating.chains).beyond(far_body, torch.ones(1, 4, 6, dtype=F64), 1e-4).any()
     result = ik_layer.solve(floating, far_body, generator=torch.Generator().manual_seed(36))
     assert bool(result.success.all())
 

@@ -252,12 +252,12 @@ def test_reach_bound_holds_on_random_configurations(name, tiny_urdf):
         robot = ik_layer.load_robot(tiny_urdf, "tool", active_joints=every_joint)
     else:
         robot = ik_layer.load_robot(name)
-    bound = reach(robot)
+    bound = reach(robot.chains)
     tip = robot.fk(starts(robot, 10_000, seed=70))[:, :3, 3]
     farthest = float((tip - torch.from_numpy(bound.centre[0])).norm(dim=-1).max())
     assert farthest < bound.radius[0]
     assert farthest > 0.6 * bound.radius[0]  # and not a loose one
-    assert reach(robot) is bound  # computed once per robot
+    assert reach(robot.chains).radius.tolist() == bound.radius.tolist()  # a function of the chains alone
 
 
 def beyond_reach(robot: ik_layer.Robot, n: int, distance: float) -> torch.Tensor:
@@ -265,13 +265,15 @@ def beyond_reach(robot: ik_layer.Robot, n: int, distance: float) -> torch.Tensor
     _, target = reachable(robot, n, seed=71)
     direction = torch.randn(n, 3, generator=torch.Generator().manual_seed(72), dtype=robot.dtype)
     target = target.clone()
-    target[:, :3, 3] = torch.from_numpy(reach(robot).centre[0]) + distance * direction / direction.norm(dim=-1)[:, None]
+    target[:, :3, 3] = (
+        torch.from_numpy(reach(robot.chains).centre[0]) + distance * direction / direction.norm(dim=-1)[:, None]
+    )
     return target
 
 
 def test_targets_beyond_reach_give_up_early(robot):
     options = OPTIONS.replace(num_seeds=4)
-    radius = float(reach(robot).radius[0])
+    radius = float(reach(robot.chains).radius[0])
     target = beyond_reach(robot, 6, radius + 0.3)
     engine = Engine(robot, capacity=24, block=8)
     request = engine.submit(target, starts(robot, 6, seed=73), options, seed=4)
@@ -285,7 +287,7 @@ def test_targets_beyond_reach_give_up_early(robot):
 
 def test_targets_just_inside_reach_are_unaffected(robot):
     options = OPTIONS.replace(num_seeds=2, max_iterations=60)
-    target = beyond_reach(robot, 4, float(reach(robot).radius[0]) - 1e-3)
+    target = beyond_reach(robot, 4, float(reach(robot.chains).radius[0]) - 1e-3)
     answers = []
     for give_up in (True, False):
         engine = Engine(robot, capacity=8, block=8)
@@ -299,7 +301,7 @@ def test_targets_just_inside_reach_are_unaffected(robot):
 
 
 def test_give_up_reads_only_the_weighted_position_axes(robot):
-    target = beyond_reach(robot, 2, float(reach(robot).radius[0]) + 0.5)
+    target = beyond_reach(robot, 2, float(reach(robot.chains).radius[0]) + 0.5)
     weights = torch.tensor([[1.0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=robot.dtype)  # row 1: orientation only
     request = Engine(robot, capacity=8).submit(target, starts(robot, 2, seed=75), OPTIONS, weights=weights)
     assert request.unreachable.tolist() == [True, False]

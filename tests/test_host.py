@@ -1,4 +1,5 @@
-"""``ik_layer.core.host``: the numpy pose checks and conversions agree with the torch ones of ``ik_layer.model.lie``."""
+"""``ik_layer.model.host``: the numpy pose checks and conversions agree with the torch ones of
+``ik_layer.model.lie``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from ik_layer import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.core import host
+from ik_layer.model import host
 from ik_layer.model.lie import as_transform, matrix_to_pose, pose_to_matrix, so3_exp
 
 

@@ -125,7 +125,9 @@ CLIENT_FILES = {
     "ik_layer/__init__.py",
     "ik_layer/client.py",
     "ik_layer/exceptions.py",
-    "ik_layer/core/host.py",
+    "ik_layer/core/__init__.py",
+    "ik_layer/model/__init__.py",
+    "ik_layer/model/host.py",
     "ik_layer/core/options.py",
     "ik_layer/py.typed",
 }

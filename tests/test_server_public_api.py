@@ -42,7 +42,7 @@ SOURCES = sorted(SERVER.rglob("*.py"))
 def test_the_checks_see_the_server_and_tell_public_from_inner_names() -> None:
     files = {path.relative_to(SERVER).as_posix() for path in SOURCES}
     assert {"worker.py", "decode.py", "schemas.py", "routes/ik.py"} <= files
-    inner = "from ik_layer.model.lie import matrix_to_pose\nimport ik_layer.core.host\nik_layer.model.lie.so3_log(x)"
+    inner = "from ik_layer.model.lie import matrix_to_pose\nimport ik_layer.model.host\nik_layer.model.lie.so3_log(x)"
     public = "from ik_layer import Robot, matrix_to_pose\nfrom ik_layer.engine import Request\nik_layer.solve(r, t)"
     assert [is_public(name) for _, name in library_uses(ast.parse(inner))] == [False, False, False]
     assert [is_public(name) for _, name in library_uses(ast.parse(public))] == [True, True, True, True]

@@ -34,8 +34,8 @@ from typing import Literal, TextIO
 
 import numpy as np
 
-from ik_layer.core.host import QUATERNION_NORM_TOLERANCE, matrix_to_pose
 from ik_layer.exceptions import InputFileError
+from ik_layer.model.host import QUATERNION_NORM_TOLERANCE, matrix_to_pose
 
 __all__ = [
     "BASE_COLUMNS",
@@ -165,7 +165,7 @@ def read_q(path: str | Path, columns: Sequence[str]) -> Rows:
 
 def invalid_poses(values: np.ndarray) -> np.ndarray:
     """(N,) bool: pose rows (N, 7 * F) with a non-finite value or a quaternion whose norm is not 1 (to within
-    :data:`~ik_layer.core.host.QUATERNION_NORM_TOLERANCE`, as targets must be) in any of their F poses."""
+    :data:`~ik_layer.model.host.QUATERNION_NORM_TOLERANCE`, as targets must be) in any of their F poses."""
     poses = values.reshape(len(values), -1, len(POSE_COLUMNS))
     finite = np.isfinite(poses).all(axis=(1, 2))
     norms = np.linalg.norm(np.where(np.isfinite(poses[..., 3:]), poses[..., 3:], 0.0), axis=-1)

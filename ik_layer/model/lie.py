@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ik_layer.core.host import MIN_QUATERNION_NORM, check_quaternion_norm, check_rigid, rotation_entries
 from ik_layer.exceptions import DeviceError, DTypeError, NonFiniteError, ShapeError
+from ik_layer.model.host import MIN_QUATERNION_NORM, check_quaternion_norm, check_rigid, rotation_entries
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
 _HOST_CHECK_MAX = 4096  # values at most of a CPU input whose checks run in numpy (cheaper calls than torch's)
