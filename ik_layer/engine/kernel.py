@@ -425,6 +425,36 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
             q_new[bq + a] = wrap(q_new[bq + a], a, chain)
         return q_new, ok
 
+    @wp.func
+    def draw_start(
+        q: vecq,
+        state: wp.uint32,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """A configuration drawn from the restart stream ``state``: joints uniform in the limits, then wrapped (as
+        :meth:`Robot.random_q`), a floating base placed by :func:`aligned`; and the stream after the draws."""
+        out = neutral(q)
+        s = state
+        for a in range(joints):
+            u = f(wp.randf(s))
+            out[bq + a] = wrap(chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u, a, chain)
+        return aligned(out, i, target_rot, target_pos, w, chain), s
+
+    @wp.func
+    def record(
+        score: f, q: vecq, e: vecr, w: vecr, goal: vecq, use_pull: wp.int32, best: f, best_q: vecq, best_error: vec2
+    ):
+        """The best rank, configuration and errors so far after seeing ``q`` at ``score`` (as
+        ``reference._Problem._record``: the lower :func:`rank_of` wins)."""
+        rank = rank_of(score, q, goal, use_pull)
+        if rank < best:
+            return rank, q, errors_of(e, w)
+        return best, best_q, best_error
+
     return SimpleNamespace(
         so3_log=so3_log,
         evaluate=evaluate,
@@ -439,6 +469,8 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         rank_of=rank_of,
         wrap=wrap,
         wrapped=wrapped,
+        draw_start=draw_start,
+        record=record,
     )
 
 
@@ -456,9 +488,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the arguments in this order.
     """
     fns = lm_functions(layout, dtype)
-    evaluate, residual, score_of, errors_of = fns.evaluate, fns.residual, fns.score_of, fns.errors_of
-    candidate, neutral, aligned = fns.candidate, fns.neutral, fns.aligned
-    rank_of, wrap, wrapped = fns.rank_of, fns.wrap, fns.wrapped
+    evaluate, residual, score_of, candidate = fns.evaluate, fns.residual, fns.score_of, fns.candidate
+    wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)
     frames, joints, nq, dof = layout.frames, layout.joints, layout.nq, layout.dof
     bq, bv = nq - joints, dof - joints
@@ -532,11 +563,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
         drawn = random_start[i]
         if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
             state = wp.rand_init(rng_seed[i], wp.int32(state))
-            q = neutral(q)
-            for a in range(joints):
-                u = f(wp.randf(state))
-                q[bq + a] = wrap(chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u, a, chain)
-            q = aligned(q, i, target_rot, target_pos, w, chain)
+            q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
             drawn = 2
         elif it == 0 and drawn == 0:  # a given start, brought inside the limits as Robot.wrap does
             q = wrapped(q, chain)
@@ -550,11 +577,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            rank = rank_of(score, q, goal, use_pull)
-            if rank < best:
-                best = rank
-                bq_best = q
-                berr = errors_of(e, w)
+            best, bq_best, berr = record(score, q, e, w, goal, use_pull, best, bq_best, berr)
             if score <= f(1.0):
                 st = SOLVED
 
@@ -598,21 +621,12 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            rank = rank_of(score, q, goal, use_pull)
-            if rank < best:
-                best = rank
-                bq_best = q
-                berr = errors_of(e, w)
+            best, bq_best, berr = record(score, q, e, w, goal, use_pull, best, bq_best, berr)
             if score <= f(1.0):
                 st = SOLVED
             elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
-                    q = neutral(q)
-                    for a in range(joints):
-                        u = f(wp.randf(state))
-                        x = chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u  # as Robot.random_q, then wrapped
-                        q[bq + a] = wrap(x, a, chain)
-                    q = aligned(q, i, target_rot, target_pos, w, chain)
+                    q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
                     mu = f(mu_init)
                     age = 0
                     e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
