@@ -1,0 +1,106 @@
+"""Starts, restarts and records of the LM kernel: random configurations from a slot's restart stream (a floating base
+placed where the first frame meets its target), and the best configuration so far, ranked as
+:mod:`ik_layer.reference` ranks seeds."""
+
+# No `from __future__ import annotations`: warp reads the functions' annotations as live types.
+import functools
+from types import SimpleNamespace
+
+import torch
+import warp as wp
+
+from ik_layer.engine.configuration import configuration_functions
+from ik_layer.engine.kernel_types import kernel_types
+from ik_layer.engine.pose_cost import pose_cost_functions
+from ik_layer.model.chain import Layout
+from ik_layer.model.warp_chain import chain_functions
+
+__all__ = ["restart_functions"]
+
+
+@functools.cache
+def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
+    """``aligned``, ``draw_start``, ``rank_of`` and ``record`` for a robot of ``layout`` in ``dtype`` floats."""
+    t = kernel_types(layout, dtype)
+    f, vec2, vec3, mat33, Chain, vecq = t.f, t.vec2, t.vec3, t.mat33, t.Chain, t.vecq
+    vecr, joints, floating, bq = t.vecr, layout.joints, layout.floating, t.bq
+    walk = chain_functions(layout, dtype)
+    base_pose, chain_pose = walk.base_pose, walk.chain_pose
+    config = configuration_functions(layout, dtype)
+    neutral, wrap = config.neutral, config.wrap
+    errors_of = pose_cost_functions(layout, dtype).errors_of
+
+    @wp.func
+    def aligned(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ) -> vecq:
+        """``q`` (its base at the origin) with a floating base placed where the first frame meets its target at
+        ``q``'s joints, as :meth:`ik_layer.reference._Problem.random_starts`: its pose if that frame weighs a
+        rotation axis, else its position."""
+        out = q
+        if wp.static(floating):
+            tip_r, tip_p, _, _ = chain_pose(q, 0, chain)
+            base_rot, base_pos = base_pose(q)
+            if w[3] > f(0.0) or w[4] > f(0.0) or w[5] > f(0.0):
+                base_rot = target_rot[i, 0] * wp.transpose(tip_r)
+            base_pos = target_pos[i, 0] - base_rot * tip_p
+            quat = wp.quat_from_matrix(base_rot)
+            for k in range(3):
+                out[k] = base_pos[k]
+            for k in range(4):
+                out[3 + k] = quat[k]
+        return out
+
+    @wp.func
+    def draw_start(
+        q: vecq,
+        state: wp.uint32,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """A configuration drawn from the restart stream ``state``: joints uniform in the limits, then wrapped (as
+        :meth:`Robot.random_q`), a floating base placed by :func:`aligned`; and the stream after the draws."""
+        out = neutral(q)
+        s = state
+        for a in range(joints):
+            u = f(wp.randf(s))
+            out[bq + a] = wrap(chain.lower[a] * (f(1.0) - u) + chain.upper[a] * u, a, chain)
+        return aligned(out, i, target_rot, target_pos, w, chain), s
+
+    @wp.func
+    def rank_of(score: f, q: vecq, goal: vecq, use_pull: wp.int32) -> f:
+        """The rank of ``solver._Problem._record``: ``score``, or for a success with a posture ``d / (1 + d)``
+        with ``d`` the joints' distance to the posture (below 1: the closer success ranks first)."""
+        if use_pull != 0 and score <= f(1.0):
+            s = f(0.0)
+            for a in range(joints):
+                s = s + (q[bq + a] - goal[bq + a]) * (q[bq + a] - goal[bq + a])
+            d = wp.sqrt(s)
+            return d / (f(1.0) + d)
+        return score
+
+    @wp.func
+    def record(
+        score: f, q: vecq, e: vecr, w: vecr, goal: vecq, use_pull: wp.int32, best: f, best_q: vecq, best_error: vec2
+    ):
+        """The best rank, configuration and errors so far after seeing ``q`` at ``score`` (as
+        ``reference._Problem._record``: the lower :func:`rank_of` wins)."""
+        rank = rank_of(score, q, goal, use_pull)
+        if rank < best:
+            return rank, q, errors_of(e, w)
+        return best, best_q, best_error
+
+    return SimpleNamespace(
+        aligned=aligned,
+        draw_start=draw_start,
+        rank_of=rank_of,
+        record=record,
+    )
