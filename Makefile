@@ -8,7 +8,7 @@ TORCH := torch==2.13.0
 # For the CUDA build: make TORCH_INDEX=https://download.pytorch.org/whl/cu130 serve
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install serve test lint format bench docker-check gpu-bench
+.PHONY: install serve test lint typecheck format bench docker-check gpu-bench
 
 # torch first, from TORCH_INDEX; each extra then installs the project into the same venv.
 $(VENV)/.torch:
@@ -37,6 +37,14 @@ test: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy (configured in pyproject.toml). It cannot follow the package-dir mapping (server/, robots/ and deploy/
+# install as ik_layer.server, ...): it checks build/typecheck/ik_layer, links that lay the package out as installed.
+typecheck: $(VENV)/.installed-test
+	rm -rf build/typecheck && mkdir -p build/typecheck/ik_layer
+	for f in ik_layer/*; do ln -s "$(CURDIR)/$$f" build/typecheck/ik_layer/; done
+	for d in server robots deploy; do ln -sfn "$(CURDIR)/$$d" build/typecheck/ik_layer/$$d; done
+	$(VENV)/bin/mypy
 
 format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --fix .

@@ -71,18 +71,18 @@ def build_deployment(
 
         return create_app(Settings(**fields))
 
-    @serve.deployment(
+    class IKLayerService:
+        """The FastAPI app of ``python -m ik_layer.server``, one instance per replica."""
+
+    # serve's decorators called, not stacked on the class: mypy keeps a decorated class's type (not a Deployment)
+    deployment = serve.deployment(
         name="ik-layer",
         num_replicas=num_replicas,
         ray_actor_options={"num_gpus": gpus_per_replica, "num_cpus": cpus_per_replica},
         max_ongoing_requests=max(settings.queue_limit, 1),
         health_check_period_s=10,
-    )
-    @serve.ingress(build_asgi_app)
-    class IKLayerService:
-        """The FastAPI app of ``python -m ik_layer.server``, one instance per replica."""
-
-    return IKLayerService.bind()
+    )(serve.ingress(build_asgi_app)(IKLayerService))
+    return deployment.bind()
 
 
 def build_app(args: dict[str, str] | None = None) -> Any:

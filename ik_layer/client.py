@@ -36,7 +36,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -148,7 +148,9 @@ class RemoteIKResult:
         """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations); needs the full ik-layer package."""
         from ik_layer import IKResult  # torch and the solver: not part of a client-only install
 
-        return IKResult(self.q, self.success, self.position_error, self.orientation_error, self.iterations)
+        fields = (self.q, self.success, self.position_error, self.orientation_error, self.iterations)
+        # IKResult annotates its fields as tensors; they are numpy arrays here for an answer asked with numpy=True
+        return IKResult(*fields)  # type: ignore[arg-type]
 
 
 # --- errors ----------------------------------------------------------------------------------------------------
@@ -410,8 +412,8 @@ def _answer(response: httpx.Response) -> Any:
         limit = body.get("limit") if isinstance(body, dict) else None
         raise RequestTooLarge(f"413: {detail}", status, body, limit if isinstance(limit, int) else None)
     if 400 <= status < 500:
-        errors = body.get("detail") if isinstance(body, dict) and isinstance(body.get("detail"), list) else []
-        raise InvalidRequest(f"{status}: {detail}", status, body, errors)
+        errors = body.get("detail") if isinstance(body, dict) else None
+        raise InvalidRequest(f"{status}: {detail}", status, body, errors if isinstance(errors, list) else [])
     raise ServiceError(f"{response.request.method} {response.request.url.path}: {status} {detail}", status, body)
 
 
@@ -459,7 +461,7 @@ def _robot_path(robot: str, operation: str) -> str:
     return f"/v1/robots/{urllib.parse.quote(robot, safe='')}/{operation}"
 
 
-def _is_tensor(x: object) -> bool:
+def _is_tensor(x: object) -> TypeGuard[Tensor]:
     """Whether ``x`` is a torch tensor (without importing torch: a client-only install has none)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
@@ -607,13 +609,14 @@ def _ik_result(
             "position_error": field("position_error", np.float64),
             "orientation_error": field("orientation_error", np.float64),
             "iterations": field("iterations", np.int64),
-            "gradient": _gradients(solutions, batch, info) if gradient else None,
         }
+        gradients = _gradients(solutions, batch, info) if gradient else None
         status = field("status", np.str_)
     except (KeyError, TypeError, ValueError) as err:
         raise ServiceError(f"unreadable IK answer: {err!r}", 200) from None
-    given = {k: None if v is None else _as_given(v, targets, numpy) for k, v in values.items()}
-    return RemoteIKResult(**given, status=status)
+    given = {k: _as_given(v, targets, numpy) for k, v in values.items()}
+    gradients_given = None if gradients is None else _as_given(gradients, targets, numpy)
+    return RemoteIKResult(**given, status=status, gradient=gradients_given)
 
 
 def _gradients(solutions: list[dict[str, Any]], batch: tuple[int, ...], info: RobotInfo) -> np.ndarray:

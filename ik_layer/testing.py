@@ -135,6 +135,8 @@ def example_robot_data_candidates() -> list[Path]:
             module = __import__(package)
         except ImportError:
             continue
+        if module.__file__ is None:  # a namespace package: no file to start from
+            continue
         for parent in Path(module.__file__).resolve().parents:
             found.append(parent / _ERD_SUFFIX)
             if parent.name == "cmeel.prefix":
@@ -158,9 +160,8 @@ def example_robot_data_dir() -> Path | None:
 def random_bases(q: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """``q`` (..., nq) of a floating-base robot with its base anywhere in a 1 m box around the origin, in any
     orientation (its position drawn first, then its quaternion)."""
-    like = {"dtype": q.dtype, "device": q.device}
-    position = torch.rand(*q.shape[:-1], 3, generator=generator, **like) - 0.5
-    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, **like)
+    position = torch.rand(*q.shape[:-1], 3, generator=generator, dtype=q.dtype, device=q.device) - 0.5
+    quaternion = torch.randn(*q.shape[:-1], 4, generator=generator, dtype=q.dtype, device=q.device)
     return torch.cat((position, quaternion / quaternion.norm(dim=-1, keepdim=True), q[..., 7:]), -1)
 
 

@@ -202,7 +202,11 @@ class Viewer:
             if robot.ee_frames is not None or robot.floating_base:
                 raise IKLayerError(
                     f"the viewer drives one end-effector frame on a fixed base; {robot.name!r} has "
-                    + ("a floating base" if robot.floating_base else f"end-effector frames {list(robot.ee_frames)}")
+                    + (
+                        "a floating base"
+                        if robot.floating_base
+                        else f"end-effector frames {list(robot.ee_frames or ())}"
+                    )
                     + ": load it with ee_frame=... (and floating_base=False) to view it"
                 )
             self.robot = robot.to(device="cpu", dtype=torch.float64)
@@ -228,7 +232,11 @@ class Viewer:
             "/target", scale=7 * self._radius, line_width=3.0, depth_test=False
         )
         self.server.scene.add_frame("/target/axes", axes_length=5 * self._radius, axes_radius=self._radius / 5)
-        self.gizmo.on_update(lambda _event: self.on_gizmo_update())
+
+        def on_drag(_event: object) -> None:
+            self.on_gizmo_update()
+
+        self.gizmo.on_update(on_drag)
         self._build_panel()
         self.set_q(self.q)
         self.aim_camera()
@@ -309,7 +317,7 @@ class Viewer:
         ]
         self._ee_node = scene.add_frame("/robot/ee", axes_length=5 * r, axes_radius=r / 5)
         meshes = self._draw_visuals(urdf, package_dirs) if urdf is not None else 0
-        self._capsules = []
+        self._capsules: list[viser.MeshHandle] = []
         for j in range(1, model.njoints):
             self._capsule(model.parents[j], model.jointPlacements[j].translation, f"link_{j}")
             self._joint_marker(j)
@@ -364,7 +372,8 @@ class Viewer:
             local = frame.placement.homogeneous @ visual.origin
             name = f"/robot/joint_{frame.parentJoint}/visual_{i}"
             pose = {"position": local[:3, 3], "wxyz": _wxyz(local[:3, :3])}
-            if visual.color is None and visual.mesh.visual.kind is not None:
+            colors = visual.mesh.visual
+            if visual.color is None and colors is not None and colors.kind is not None:
                 self.server.scene.add_mesh_trimesh(name, visual.mesh, **pose)
             else:
                 mesh = visual.mesh
@@ -388,10 +397,15 @@ class Viewer:
                 self._sliders.append(slider)
         capsules = gui.add_checkbox("Links as capsules", initial_value=self.meshes_drawn == 0)
         capsules.on_update(lambda _event: self._show_capsules(capsules.value))
-        random_target = gui.add_button("Random reachable target")
-        random_target.on_click(lambda _event: self.set_target(self.robot.fk(self.robot.random_q())))
-        home = gui.add_button("Home")
-        home.on_click(lambda _event: self.set_q(torch.zeros(self.robot.dof, dtype=torch.float64)))
+
+        def random_target(_event: object) -> None:
+            self.set_target(self.robot.fk(self.robot.random_q()))
+
+        def home(_event: object) -> None:
+            self.set_q(torch.zeros(self.robot.dof, dtype=torch.float64))
+
+        gui.add_button("Random reachable target").on_click(random_target)
+        gui.add_button("Home").on_click(home)
 
     def _show_capsules(self, visible: bool) -> None:
         for handle in self._capsules:
@@ -416,13 +430,13 @@ class Viewer:
         self._syncing = True
         try:
             for slider, value in zip(self._sliders, self.q.tolist(), strict=True):
-                slider.value = value
+                slider.value = value  # type: ignore[misc]  # viser: a method between the getter and the setter
         finally:
             self._syncing = False
 
     def _place_gizmo(self, transform: Tensor) -> None:
         pose = matrix_to_pose(transform).tolist()
-        self.gizmo.position = pose[:3]
+        self.gizmo.position = tuple(pose[:3])
         self.gizmo.wxyz = (pose[6], *pose[3:6])
 
     def _report(self, result: IKResult) -> None:
@@ -436,8 +450,8 @@ class Viewer:
 
     def aim_camera(self) -> None:
         """Point the initial camera of new pages (and "Reset view") at the robot as drawn and the target."""
-        points = [p.translation for p in self._data.oMi] + [self._data.oMf[self._ee].translation]
-        points = np.array([*points, np.asarray(self.gizmo.position, dtype=np.float64)])
+        frames = [p.translation for p in self._data.oMi] + [self._data.oMf[self._ee].translation]
+        points = np.array([*frames, np.asarray(self.gizmo.position, dtype=np.float64)])
         low, high = points.min(axis=0), points.max(axis=0)
         size = max(float(np.linalg.norm(high - low)), 0.5)
         direction = np.array([1.0, -1.3, 0.8]) / math.sqrt(1 + 1.69 + 0.64)

@@ -77,10 +77,11 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot
     try:
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
-        robots = loaded or await asyncio.to_thread(
-            load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
-        )
-        for name, robot in robots.items():
+        if not loaded:
+            loaded = await asyncio.to_thread(
+                load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
+            )
+        for name, robot in loaded.items():
             await asyncio.to_thread(warm_up, robot, settings.solve_options())
             worker = EngineWorker(
                 name,
@@ -99,7 +100,7 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot
         yield
     finally:
         state.ready = False
-        for loaded in state.robots.values():
-            await loaded.worker.stop()
+        for running in state.robots.values():
+            await running.worker.stop()
         state.robots.clear()
         torch.set_num_threads(threads_before)

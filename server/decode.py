@@ -12,9 +12,9 @@ frame) and gives (n, 7) tensors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import torch
 from pydantic import BaseModel, ValidationError
@@ -119,7 +119,8 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
             ("body", "timeout"), f"timeout is {timeout:g} s; this server allows at most {settings.max_timeout:g} s"
         )
     options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in OPTION_SPECS})
-    targets = _targets(robot, request.targets)
+    # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
+    targets = _targets(robot, cast("list[Pose | dict[str, Pose]]", request.targets))
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else _weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, len(request.targets))
@@ -200,8 +201,8 @@ def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]]) -> Tensor:
 def _posture(robot: Robot, posture: list[float] | list[list[float]], rows: int) -> Tensor:
     """(rows, nq) postures: one per target, or one configuration repeated for every target."""
     if isinstance(posture[0], list):
-        return _configurations(robot, posture, "posture")  # type: ignore[arg-type]
-    return _configurations(robot, [posture], "posture", one=True).expand(rows, robot.nq)  # type: ignore[list-item]
+        return _configurations(robot, posture, "posture")
+    return _configurations(robot, [posture], "posture", one=True).expand(rows, robot.nq)
 
 
 def _weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Tensor:
@@ -215,7 +216,12 @@ def _weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Ten
 
 
 def _check_frames(
-    robot: Robot, frames: tuple[str, ...], given: dict[str, object], field: str, loc: tuple[str | int, ...], every: bool
+    robot: Robot,
+    frames: tuple[str, ...],
+    given: Mapping[str, object],
+    field: str,
+    loc: tuple[str | int, ...],
+    every: bool,
 ) -> None:
     """Refuse frame names that are not the robot's, and (``every``) frames left out, naming them."""
     unknown = [name for name in given if name not in frames]

@@ -91,10 +91,16 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
     robots: dict[str, Robot] = {}
     for label, spec in robot_specs(entries):
         ee_frame, ee_frames = spec.frames()
-        options = {"active_joints": spec.active_joints, "locked": spec.locked, "floating_base": spec.floating_base}
         try:
             robot = ik_layer.load_robot(
-                spec.source, ee_frame, ee_frames=ee_frames, dtype=dtype, device=device, **options
+                spec.source,
+                ee_frame,
+                ee_frames=ee_frames,
+                dtype=dtype,
+                device=device,
+                active_joints=spec.active_joints,
+                locked=spec.locked,
+                floating_base=spec.floating_base,
             )
         except IKLayerError as err:
             raise IKLayerError(f"robot {label}: {err}") from err

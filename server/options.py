@@ -27,16 +27,20 @@ def option_field(spec: OptionSpec, *, optional: bool) -> tuple[Any, FieldInfo]:
             default None, meaning the server's default. Otherwise a setting: lax type (environment variables and
             flags are text), default ``spec.default``.
     """
-    low = {"gt" if spec.exclusive_minimum else "ge": spec.minimum}
-    finite = {"allow_inf_nan": False} if spec.kind is float else {}
-    value = Annotated[spec.kind, Field(strict=optional, le=spec.maximum, **low, **finite)]
+    # Any: mypy would check these keywords' values against every keyword of Field
+    low: dict[str, Any] = {"gt" if spec.exclusive_minimum else "ge": spec.minimum}
+    finite: dict[str, Any] = {"allow_inf_nan": False} if spec.kind is float else {}
+    # Any: a type made at run time, which mypy cannot read as a type expression
+    value: Any = Annotated[spec.kind, Field(strict=optional, le=spec.maximum, **low, **finite)]
     description = f"{spec.help} [{spec.unit}]" if spec.unit else spec.help
+    # pydantic types Field(default) as the default's type (for class bodies); it returns a FieldInfo
     if optional:
-        return value | None, Field(None, description=description)
-    return value, Field(spec.default, description=description)
+        return value | None, Field(None, description=description)  # type: ignore[return-value]
+    return value, Field(spec.default, description=description)  # type: ignore[return-value]
 
 
 def option_model(name: str, base: type[M], *, optional: bool) -> type[M]:
     """A subclass ``name`` of ``base`` with one field per solver option (see :func:`option_field`)."""
-    fields = {spec.name: option_field(spec, optional=optional) for spec in OPTION_SPECS.values()}
+    # Any: mypy would check the fields against create_model's other keywords (__config__, __doc__...) too
+    fields: dict[str, Any] = {spec.name: option_field(spec, optional=optional) for spec in OPTION_SPECS.values()}
     return create_model(name, __base__=base, __module__=__name__, **fields)

@@ -55,7 +55,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         log_level=settings.log_level,
         http=header_timeout_protocol(settings.read_timeout),
         limit_concurrency=settings.max_connections,
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        timeout_graceful_shutdown=settings.shutdown_grace,  # type: ignore[arg-type]  # uvicorn says int; a float works
     )
     with _terminate_raises(), contextlib.suppress(KeyboardInterrupt, _Terminated):
         _GracefulServer(config, app.state.ik).run()

@@ -17,7 +17,7 @@ robots with one frame take a plain pose (or that object with their one frame).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import torch
 from pydantic import (
@@ -34,6 +34,9 @@ from pydantic import (
 
 from ik_layer import POSTURE_HELP, QUATERNION_NORM_TOLERANCE, as_transform, check_quaternion_norm, matrix_to_pose
 from ik_layer.server.options import option_model
+
+if TYPE_CHECKING:
+    from pydantic.config import JsonDict, JsonValue
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -62,10 +65,13 @@ Configuration = Annotated[list[Coordinate], Field(min_length=1, max_length=256)]
 MAX_WEIGHT = 1e6
 Weight = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_WEIGHT)]
 
-_EXAMPLE_POSE = {"position": [-0.6409, -0.1334, 0.3841], "orientation": [-0.707, -0.707, 0.0106, 0.01]}
-_EXAMPLE_Q = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
-_EXAMPLE_STANDING = [0.0] * 6 + [1.0] + [0.0, 0.0, -0.41, 0.86, -0.45, 0.0] * 2  # talos: base upright, knees bent
-_EXAMPLE_FEET = {  # talos on a floating base, ee_frames [left_sole_link, right_sole_link]: feet 10 cm apart
+_EXAMPLE_POSITION: list[JsonValue] = [-0.6409, -0.1334, 0.3841]
+_EXAMPLE_ORIENTATION: list[JsonValue] = [-0.707, -0.707, 0.0106, 0.01]
+_EXAMPLE_POSE: JsonDict = {"position": _EXAMPLE_POSITION, "orientation": _EXAMPLE_ORIENTATION}
+_EXAMPLE_Q: list[JsonValue] = [0.0, -1.2, 1.4, -1.8, -1.57, 0.0]
+# talos: base upright, knees bent
+_EXAMPLE_STANDING: list[JsonValue] = [*([0.0] * 6), 1.0, *([0.0, 0.0, -0.41, 0.86, -0.45, 0.0] * 2)]
+_EXAMPLE_FEET: JsonDict = {  # talos on a floating base, ee_frames [left_sole_link, right_sole_link]: feet 10 cm apart
     "left_sole_link": {"position": [-0.02, 0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
     "right_sole_link": {"position": [-0.02, -0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
 }
@@ -234,7 +240,13 @@ class _IKTargets(_Request):
         return self
 
 
-_IKOptions = option_model("IKOptions", _Request, optional=True)
+if TYPE_CHECKING:  # the option fields are made at run time: mypy sees the base (decode reads them by name)
+
+    class _IKOptions(_Request):
+        """The solver options' request fields (:func:`option_model`)."""
+
+else:
+    _IKOptions = option_model("IKOptions", _Request, optional=True)
 
 
 class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture, weights, the solver options, ...
@@ -257,7 +269,7 @@ class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture
                     "timeout": 0.5,
                     "return_gradient": True,
                 },
-                {"targets": [_EXAMPLE_POSE["position"] + _EXAMPLE_POSE["orientation"]], "posture": _EXAMPLE_Q},
+                {"targets": [_EXAMPLE_POSITION + _EXAMPLE_ORIENTATION], "posture": _EXAMPLE_Q},
                 {"targets": [_EXAMPLE_FEET], "posture": _EXAMPLE_STANDING, "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
             ]
         }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
@@ -17,7 +17,13 @@ from ik_layer.server.options import option_model
 __all__ = ["Settings", "parse_settings"]
 
 
-_SolveDefaults = option_model("SolveDefaults", BaseSettings, optional=False)
+if TYPE_CHECKING:  # the option fields are made at run time: mypy sees the base (Settings reads them by name)
+
+    class _SolveDefaults(BaseSettings):
+        """The solver options' settings (:func:`option_model`)."""
+
+else:
+    _SolveDefaults = option_model("SolveDefaults", BaseSettings, optional=False)
 
 
 class Settings(_SolveDefaults):

@@ -235,7 +235,9 @@ def write_table(path: str | Path, table: Table) -> None:
     path = Path(path)
     check_output(path)
     if path.suffix == ".npz":
-        np.savez(path, **table.fields, **{f"{k}_columns": np.array(v) for k, v in table.columns.items()})
+        columns = {f"{k}_columns": np.array(v) for k, v in table.columns.items()}
+        # numpy's stub: mypy checks the arrays against savez's keyword allow_pickle (a bool) too
+        np.savez(path, **table.fields, **columns)  # type: ignore[arg-type]
     elif path.suffix in _JSONL:
         with path.open("w") as stream:
             for i in range(table.num_rows):

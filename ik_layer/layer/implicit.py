@@ -329,6 +329,7 @@ def implicit_inverse(
     _check_finite("inverse_fn(x)", y)
     if forward_fn is not None:
         return implicit_root(y, _InverseResidual(forward_fn), (x, *params), damping=damping)
+    assert forward_jacobian is not None  # exactly one of the two, checked above
     return _with_forward_jacobian(x, y, forward_jacobian, damping)
 
 

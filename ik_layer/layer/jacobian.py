@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -167,8 +167,9 @@ LayerJacobian = Tensor | Diagonal | None
 """What a rule returns: a dense ``(B, out, in)`` or shared ``(out, in)`` tensor, a :class:`Diagonal`,
 or ``None`` for the identity (a layer that passes its input through)."""
 
-JacobianRule = Callable[[nn.Module, Tensor, Tensor], LayerJacobian]
-"""``rule(module, x, y)``: the Jacobian of ``module`` at input ``x`` (B, in) with output ``y`` (B, out)."""
+JacobianRule = Callable[[Any, Tensor, Tensor], LayerJacobian]
+"""``rule(module, x, y)``: the Jacobian of ``module`` at input ``x`` (B, in) with output ``y`` (B, out); ``module``
+is an instance of the type the rule is registered for (typed ``Any``: each rule takes its own ``nn.Module`` type)."""
 
 _RULES: dict[type[nn.Module], JacobianRule] = {}
 
@@ -295,9 +296,9 @@ def _compose(outer: LayerJacobian, inner: LayerJacobian) -> LayerJacobian:
         return inner
     if inner is None:
         return outer
-    if isinstance(outer, Diagonal) and isinstance(inner, Diagonal):
-        return Diagonal(outer.values * inner.values)
     if isinstance(outer, Diagonal):
+        if isinstance(inner, Diagonal):
+            return Diagonal(outer.values * inner.values)
         return outer.values.unsqueeze(-1) * inner  # scale the rows of inner
     if isinstance(inner, Diagonal):
         return outer * inner.values.unsqueeze(-2)  # scale the columns of outer

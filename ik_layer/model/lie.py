@@ -18,6 +18,8 @@ microseconds instead of a few torch calls each).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,7 +36,8 @@ def _check_unit_quaternions(q: Tensor | np.ndarray, name: str) -> None:
     """:func:`check_quaternion_norm` of the quaternion (..., 4) whose norm is farthest from 1 (one host sync)."""
     if math.prod(q.shape) == 0:
         return
-    hypot = np.hypot if isinstance(q, np.ndarray) else torch.hypot  # no overflow for huge entries
+    # numpy's or torch's hypot, as q is: no overflow for huge entries
+    hypot: Callable[[Any, Any], Any] = np.hypot if isinstance(q, np.ndarray) else torch.hypot
     norm = hypot(hypot(q[..., 0], q[..., 1]), hypot(q[..., 2], q[..., 3])).flatten()
     check_quaternion_norm(float(norm[abs(norm - 1).argmax()]), name)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -58,7 +58,8 @@ async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWo
     """The ticket's answer, or None (its work cancelled) if the client disconnects or the route is cancelled first."""
     gone = asyncio.ensure_future(_disconnected(request))
     try:
-        done, _ = await asyncio.wait({ticket.future, gone}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {ticket.future, gone}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         return ticket.future.result() if ticket.future in done else None
     finally:
         gone.cancel()
