@@ -67,6 +67,7 @@ __all__ = [
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
+    "slot_structs",
 ]
 
 # Slot status, as the kernel reads and writes it (int32).
@@ -81,6 +82,43 @@ _SMALL_ANGLE_SQ = 1e-8  # as ik_layer.model.floating: below this squared angle, 
 def damping_floor(dtype: torch.dtype) -> float:
     """The absolute damping added to ``mu * cost``, as the eager solver's: ``max(1e-9, 100 eps)``."""
     return LM.damping_floor(dtype)
+
+
+@functools.cache
+def slot_structs(dtype: torch.dtype) -> tuple[type, type]:
+    """The warp structs of the slots' problem and state for ``dtype`` floats, as the block kernel binds them: one
+    array per field, the slot first (see :class:`~ik_layer.engine.slots.Slots`, which fills them)."""
+    f, vec2, vec3, vec6, mat33 = warp_types(dtype)
+
+    @wp.struct
+    class SlotProblem:
+        target_rot: wp.array2d(dtype=mat33)
+        target_pos: wp.array2d(dtype=vec3)
+        weights: wp.array2d(dtype=vec6)
+        tolerance: wp.array(dtype=vec2)
+        budget: wp.array(dtype=wp.int32)
+        restart_after: wp.array(dtype=wp.int32)
+        check_every: wp.array(dtype=wp.int32)
+        posture: wp.array2d(dtype=f)
+        has_posture: wp.array(dtype=wp.int32)
+
+    @wp.struct
+    class SlotState:
+        random_start: wp.array(dtype=wp.int32)
+        q: wp.array2d(dtype=f)
+        mu: wp.array(dtype=f)
+        best_q: wp.array2d(dtype=f)
+        best_score: wp.array(dtype=f)
+        iterations: wp.array(dtype=wp.int32)
+        status: wp.array(dtype=wp.int32)
+        rng: wp.array(dtype=wp.uint32)
+        rng_seed: wp.array(dtype=wp.int32)
+        check_cost: wp.array(dtype=f)
+        age: wp.array(dtype=wp.int32)
+        cost: wp.array(dtype=f)
+        best_error: wp.array(dtype=vec2)
+
+    return SlotProblem, SlotState
 
 
 @functools.cache
@@ -114,45 +152,38 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     evaluate, residual, score_of, candidate = fns.evaluate, fns.residual, fns.score_of, fns.candidate
     wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
     t = kernel_types(layout, dtype)
-    f, vec2, vec3, mat33, Chain = t.f, t.vec2, t.vec3, t.mat33, t.Chain
-    vec6 = warp_types(dtype)[3]
+    f, vec2, Chain = t.f, t.vec2, t.Chain
     frames, joints, nq, bq, bv = layout.frames, layout.joints, layout.nq, t.bq, t.bv
     vecq, vect, vecr = t.vecq, t.vect, t.vecr
+    SlotProblem, SlotState = slot_structs(dtype)
     floor = damping_floor(dtype)
     mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
     posture_gain, progress = LM.posture_gain, LM.progress
 
     @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
-        # the chains (Robot buffers) and the joints' limits
-        chain: Chain,
-        # the slots' problem
-        target_rot: wp.array2d(dtype=mat33),
-        target_pos: wp.array2d(dtype=vec3),
-        weights: wp.array2d(dtype=vec6),
-        tolerance: wp.array(dtype=vec2),
-        budget: wp.array(dtype=wp.int32),
-        restart_after: wp.array(dtype=wp.int32),
-        check_every: wp.array(dtype=wp.int32),
-        posture: wp.array2d(dtype=f),
-        has_posture: wp.array(dtype=wp.int32),
-        random_start: wp.array(dtype=wp.int32),
-        # the slots' state
-        q_state: wp.array2d(dtype=f),
-        mu_state: wp.array(dtype=f),
-        best_q: wp.array2d(dtype=f),
-        best_score: wp.array(dtype=f),
-        iterations: wp.array(dtype=wp.int32),
-        status: wp.array(dtype=wp.int32),
-        rng: wp.array(dtype=wp.uint32),
-        rng_seed: wp.array(dtype=wp.int32),
-        check_cost: wp.array(dtype=f),
-        age_state: wp.array(dtype=wp.int32),
-        cost_state: wp.array(dtype=f),
-        best_error: wp.array(dtype=vec2),
-        # this launch
-        block: wp.int32,
+        chain: Chain,  # the robot's chains and the joints' limits
+        problem: SlotProblem,
+        slot: SlotState,
+        block: wp.int32,  # iterations in this launch
     ):
+        target_rot, target_pos, weights, tolerance = (
+            problem.target_rot,
+            problem.target_pos,
+            problem.weights,
+            problem.tolerance,
+        )  # noqa: E501
+        budget, restart_after, check_every = problem.budget, problem.restart_after, problem.check_every
+        posture, has_posture = problem.posture, problem.has_posture
+        random_start, q_state, mu_state, best_q, best_score = (
+            slot.random_start,
+            slot.q,
+            slot.mu,
+            slot.best_q,
+            slot.best_score,
+        )  # noqa: E501
+        iterations, status, rng, rng_seed = slot.iterations, slot.status, slot.rng, slot.rng_seed
+        check_cost, age_state, cost_state, best_error = slot.check_cost, slot.age, slot.cost, slot.best_error
         i = wp.tid()
         if status[i] != RUNNING:
             return

@@ -29,7 +29,7 @@ class BlockLauncher:
         self.slots = slots
         self.kernel = lm_block_kernel(slots.layout, robot.dtype, slots.lazy_jacobian)
         self.device = wp.device_from_torch(slots.device)
-        inputs = [slots.chain, *slots.state_arrays(), 1]
+        inputs = [slots.chain, slots.problem, slots.state, 1]
         self._block_index = len(inputs) - 1
         with quiet_warp():  # the module compiles or loads here
             self._command = wp.launch(

@@ -25,9 +25,9 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.kernel import EMPTY, RUNNING
+from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
 from ik_layer.model.robot import Robot
-from ik_layer.model.warp_chain import bind_chain, warp_types
+from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import init_warp
 
 __all__ = ["Array", "Readout", "Slots", "compact_index"]
@@ -78,7 +78,6 @@ class Slots(ABC):
         self.device = robot.device
         self.dtype = robot.dtype
         init_warp()
-        f, vec2, vec3, vec6, mat33 = warp_types(self.dtype)
         self.chains = robot.chains  # what the kernel binds; the engine reads nothing else of the robot's model
         self.layout = self.chains.layout
         n, nq, frames = capacity, robot.nq, self.layout.frames
@@ -109,33 +108,10 @@ class Slots(ABC):
         self.best_error = torch.full((n, 2), torch.inf, **real)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
-        self.state = {  # the kernel's problem and state arguments, in its order, with their warp types
-            "target_rot": mat33,
-            "target_pos": vec3,
-            "weights": vec6,
-            "tolerance": vec2,
-            "budget": wp.int32,
-            "restart_after": wp.int32,
-            "check_every": wp.int32,
-            "posture": f,
-            "has_posture": wp.int32,
-            "random_start": wp.int32,
-            "q": f,
-            "mu": f,
-            "best_q": f,
-            "best_score": f,
-            "iterations": wp.int32,
-            "status": wp.int32,
-            "rng": wp.uint32,
-            "rng_seed": wp.int32,
-            "check_cost": f,
-            "age": wp.int32,
-            "cost": f,
-            "best_error": vec2,
-        }
-        self._state_views = [wp.from_torch(getattr(self, name), dtype=kind) for name, kind in self.state.items()]
+        self.problem, self.state = (self._bind(struct) for struct in slot_structs(self.dtype))  # the kernel's
         # How the host reaches the slots: this store's arrays of the same memory (numpy views or the tensors).
-        self.fields: dict[str, Array] = {name: self.array(getattr(self, name)) for name in self.state}
+        names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
+        self.fields: dict[str, Array] = {name: self.array(getattr(self, name)) for name in names}
 
     # ------------------------------------------------------------------------ what each store defines
 
@@ -164,9 +140,12 @@ class Slots(ABC):
 
     # ------------------------------------------------------------------------ the same for every store
 
-    def state_arrays(self) -> list[wp.array]:
-        """Warp views of the slots' problem and state, in the kernel's argument order."""
-        return list(self._state_views)
+    def _bind(self, struct_type: type) -> object:
+        """A ``struct_type`` (:func:`~ik_layer.engine.kernel.slot_structs`) of warp views of the fields of that name."""
+        struct = struct_type()
+        for name, var in struct_type.vars.items():
+            setattr(struct, name, wp.from_torch(getattr(self, name), dtype=var.type.dtype))
+        return struct
 
     def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | Array:
         """Slots (or rows) as this store's arrays take them: a slice as is, else a flat int64 index."""
