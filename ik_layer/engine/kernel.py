@@ -146,7 +146,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     candidate's one walk takes its Jacobian too. Both give the same answers, bit for bit.
 
     Cached per ``(layout, dtype, lazy_jacobian)``; warp caches the compiled module on disk across processes.
-    Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the arguments in this order.
+    Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the slots' two structs.
     """
     fns = lm_functions(layout, dtype)
     evaluate, residual, score_of, candidate = fns.evaluate, fns.residual, fns.score_of, fns.candidate
@@ -172,7 +172,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             problem.target_pos,
             problem.weights,
             problem.tolerance,
-        )  # noqa: E501
+        )
         budget, restart_after, check_every = problem.budget, problem.restart_after, problem.check_every
         posture, has_posture = problem.posture, problem.has_posture
         random_start, q_state, mu_state, best_q, best_score = (
@@ -181,7 +181,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             slot.mu,
             slot.best_q,
             slot.best_score,
-        )  # noqa: E501
+        )
         iterations, status, rng, rng_seed = slot.iterations, slot.status, slot.rng, slot.rng_seed
         check_cost, age_state, cost_state, best_error = slot.check_cost, slot.age, slot.cost, slot.best_error
         i = wp.tid()
