@@ -184,7 +184,7 @@ def test_submit_from_other_threads_while_a_worker_steps(robot):
         assert_verified(robot, request.result(), target, OPTIONS)
 
 
-def test_solve_with_kernel_matches_a_direct_engine_run(robot):
+def test_solving_a_problem_matches_a_direct_engine_run(robot):
     _, target = reachable(robot, 10, seed=40)
     start = starts(robot, 10, seed=41)
     direct = Engine(robot, capacity=10, block=16)
