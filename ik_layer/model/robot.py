@@ -32,7 +32,7 @@ import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, cast, overload
 
 import numpy as np
 import pinocchio as pin
@@ -170,6 +170,26 @@ class Robot(nn.Module):
     upper: Tensor
     continuous: Tensor
     full_turn: Tensor
+    # Private buffers (registered in __init__; declared here for nn.Module's __getattr__, typed Tensor | Module).
+    _q_index: Tensor  # Pinocchio's q slots of the joints (see _pinocchio_indices)
+    _cos_index: Tensor
+    _sin_index: Tensor
+    _joint_cols: Tensor  # the joints' coupling (see _coupling)
+    _joint_scale: Tensor
+    _joint_offset: Tensor
+    _full_reference: Tensor
+    _full_q_index: Tensor
+    _chain_cols: Tensor  # the chains to the end-effector frames (see _frames_buffers)
+    _chain_scale: Tensor
+    _chain_offset: Tensor
+    _place_rot: Tensor
+    _place_rot_k: Tensor
+    _place_rot_k2: Tensor
+    _place_pos: Tensor
+    _slide: Tensor
+    _axis: Tensor
+    _revolute: Tensor
+    _tip: Tensor
 
     def __init__(
         self,
@@ -236,12 +256,13 @@ class Robot(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         """Floating dtype of the robot's tensors."""
-        return self._buffers["lower"].dtype  # not through nn.Module.__getattr__: read on every call of the hot path
+        # Not through nn.Module.__getattr__: read on every call of the hot path (registered in __init__: never None).
+        return cast(Tensor, self._buffers["lower"]).dtype
 
     @property
     def device(self) -> torch.device:
         """Device of the robot's tensors."""
-        return self._buffers["lower"].device
+        return cast(Tensor, self._buffers["lower"]).device
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -367,6 +388,10 @@ class Robot(nn.Module):
             )
         return held
 
+    @overload
+    def kinematics(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it.
 
@@ -493,7 +518,7 @@ def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
 def _check_device(device: object, name: str = "device") -> torch.device:
     """``device`` as a ``torch.device`` that exists here and holds values; malformed, unavailable or meta ones raise."""
     try:
-        resolved = torch.device(device)  # type: ignore[arg-type]
+        resolved = torch.device(device)  # type: ignore[call-overload]  # any object: torch raises on a malformed one
     except (RuntimeError, TypeError) as err:
         raise DeviceError(f"{name} {device!r} is malformed: {_brief(err)}") from err
     if resolved.type == "meta":
@@ -669,7 +694,7 @@ def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str
 
 def _full_q_index(full: pin.Model, model: pin.Model) -> Tensor:
     """Positions in ``full``'s configuration of the entries of ``model``'s (a reduction of ``full``)."""
-    index = []
+    index: list[int] = []
     for j in range(1, model.njoints):
         jm, jf = model.joints[j], full.joints[full.getJointId(model.names[j])]
         index += range(jf.idx_q, jf.idx_q + jm.nq)
