@@ -95,7 +95,8 @@ class SolveOptions:
     check_every: int = _option(int, 4, 1, 1_000, "iterations between progress checks (stalled seeds restart)")
 
     def __post_init__(self) -> None:
-        for spec in _specs(type(self)).values():
+        key: type = type(self)  # typed `type`: mypy takes a class with its own __hash__ for unhashable
+        for spec in _specs(key).values():
             object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
 
     def replace(self, **changes: Any) -> SolveOptions:
@@ -110,7 +111,8 @@ class SolveOptions:
         """``options`` (default: the defaults) with the ``changes`` whose value is not None."""
         if options is not None and not isinstance(options, SolveOptions):
             raise IKLayerError(f"options must be a SolveOptions, got {type(options).__name__}")
-        base = options if options is not None else _defaults(cls)
+        key: type = cls  # a cache key: see __post_init__
+        base = options if options is not None else _defaults(key)
         given = tuple((name, type(value), value) for name, value in changes.items() if value is not None)
         if not given:
             return base
