@@ -10,7 +10,7 @@ writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU an
 
 # No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 import warp as wp
@@ -75,6 +75,10 @@ def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
     return fk_rows
 
 
+@overload
+def forward(robot: "Robot", q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+@overload
+def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
 def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
     """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path
     (``robot``: the :class:`ik_layer.Robot` that calls this): pose (..., [F,] 4, 4) and, if asked, Jacobian

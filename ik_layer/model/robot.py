@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, cast, overload
+from typing import Any, Literal, NamedTuple, SupportsIndex, cast, overload
 
 import numpy as np
 import pinocchio as pin
@@ -437,9 +437,12 @@ class Robot(nn.Module):
         Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes both
         (:mod:`ik_layer.model.fk_kernel`), with the same values.
         """
-        pose, jac = self._forward(self.check_q(q), jacobian=True)
-        return pose, jac  # type: ignore[return-value]
+        return self._forward(self.check_q(q), jacobian=True)
 
+    @overload
+    def _forward(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
     def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
         from ik_layer.model.fk_kernel import forward, takes  # warp, loaded on first use
@@ -540,11 +543,11 @@ def _brief(err: Exception) -> str:
     return line if len(line) <= 160 else line[:157] + "..."
 
 
-def _check_shape(shape: object, name: str = "shape") -> tuple[int, ...]:
-    """``shape`` (an int or a sequence of ints >= 0) as a tuple; others raise."""
+def _check_shape(shape: int | Iterable[SupportsIndex], name: str = "shape") -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints >= 0) as a tuple; others (whatever a caller passes) raise."""
     dims = (shape,) if isinstance(shape, int) else shape
     try:
-        size = tuple(operator.index(d) for d in dims)  # type: ignore[attr-defined]
+        size = tuple(operator.index(d) for d in dims)
     except TypeError as err:
         raise ShapeError(f"{name} must be an int or a sequence of ints, got {shape!r}") from err
     if any(d < 0 for d in size):
@@ -659,7 +662,8 @@ def _pinocchio_indices(model: pin.Model) -> tuple[Tensor, Tensor, Tensor]:
             direct.append(jm.idx_q)
             cos_slot.append(-1)
             sin_slot.append(-1)
-    return (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))  # type: ignore[return-value]
+    direct_t, cos_t, sin_t = (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))
+    return direct_t, cos_t, sin_t
 
 
 def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str, Tensor]:
