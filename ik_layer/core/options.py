@@ -51,14 +51,16 @@ class OptionSpec:
 
     def check(self, value: object) -> int | float:
         """``value`` if it has the right type and lies in the bounds; else an :class:`IKLayerError` naming it."""
-        if self.kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        low_ok = ok and (value > self.minimum if self.exclusive_minimum else value >= self.minimum)  # type: ignore[operator]
-        if not (low_ok and value <= self.maximum):  # type: ignore[operator]
-            raise IKLayerError(f"{self.name} must be {self.describe_range()}, got {value!r}")
-        return float(value) if self.kind is float else value  # type: ignore[arg-type, return-value]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and self._admits(value):
+            return float(value) if self.kind is float else value
+        raise IKLayerError(f"{self.name} must be {self.describe_range()}, got {value!r}")
+
+    def _admits(self, value: int | float) -> bool:
+        """Whether a number ``value`` is of this option's kind (an int; else finite) and lies in the bounds."""
+        if not (isinstance(value, int) if self.kind is int else math.isfinite(value)):
+            return False
+        low_ok = value > self.minimum if self.exclusive_minimum else value >= self.minimum
+        return low_ok and value <= self.maximum
 
     def describe_range(self) -> str:
         """The allowed values in words, e.g. ``an integer in [1, 64]``."""
