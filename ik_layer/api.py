@@ -87,8 +87,7 @@ def solve(
     robot.check_generator(generator)
     if reference:
         return solve_reference(robot, problem, generator)
-    draw = {"generator": generator} if generator is not None else {}
-    seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, **draw))
+    seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
     if engine is not None:
         return engine.solve(problem, seed)
     shared, lock = engines.get(robot, problem.rows * problem.options.num_seeds)

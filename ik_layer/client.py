@@ -144,13 +144,12 @@ class RemoteIKResult:
     status: np.ndarray
     gradient: Array | None = None
 
-    def result(self) -> IKResult:
+    def result(self) -> IKResult[Tensor | np.ndarray]:
         """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations); needs the full ik-layer package."""
         from ik_layer import IKResult  # torch and the solver: not part of a client-only install
 
-        fields = (self.q, self.success, self.position_error, self.orientation_error, self.iterations)
-        # IKResult annotates its fields as tensors; they are numpy arrays here for an answer asked with numpy=True
-        return IKResult(*fields)  # type: ignore[arg-type]
+        # The fields as they came: tensors for tensor targets, numpy arrays for others or asked with numpy=True.
+        return IKResult(self.q, self.success, self.position_error, self.orientation_error, self.iterations)
 
 
 # --- errors ----------------------------------------------------------------------------------------------------

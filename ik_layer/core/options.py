@@ -51,14 +51,16 @@ class OptionSpec:
 
     def check(self, value: object) -> int | float:
         """``value`` if it has the right type and lies in the bounds; else an :class:`IKLayerError` naming it."""
-        if self.kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        low_ok = ok and (value > self.minimum if self.exclusive_minimum else value >= self.minimum)  # type: ignore[operator]
-        if not (low_ok and value <= self.maximum):  # type: ignore[operator]
-            raise IKLayerError(f"{self.name} must be {self.describe_range()}, got {value!r}")
-        return float(value) if self.kind is float else value  # type: ignore[arg-type, return-value]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and self._admits(value):
+            return float(value) if self.kind is float else value
+        raise IKLayerError(f"{self.name} must be {self.describe_range()}, got {value!r}")
+
+    def _admits(self, value: int | float) -> bool:
+        """Whether a number ``value`` is of this option's kind (an int; else finite) and lies in the bounds."""
+        if not (isinstance(value, int) if self.kind is int else math.isfinite(value)):
+            return False
+        low_ok = value > self.minimum if self.exclusive_minimum else value >= self.minimum
+        return low_ok and value <= self.maximum
 
     def describe_range(self) -> str:
         """The allowed values in words, e.g. ``an integer in [1, 64]``."""
@@ -95,7 +97,8 @@ class SolveOptions:
     check_every: int = _option(int, 4, 1, 1_000, "iterations between progress checks (stalled seeds restart)")
 
     def __post_init__(self) -> None:
-        for spec in _specs(type(self)).values():
+        key: type = type(self)  # typed `type`: mypy takes a class with its own __hash__ for unhashable
+        for spec in _specs(key).values():
             object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
 
     def replace(self, **changes: Any) -> SolveOptions:
@@ -110,7 +113,8 @@ class SolveOptions:
         """``options`` (default: the defaults) with the ``changes`` whose value is not None."""
         if options is not None and not isinstance(options, SolveOptions):
             raise IKLayerError(f"options must be a SolveOptions, got {type(options).__name__}")
-        base = options if options is not None else _defaults(cls)
+        key: type = cls  # a cache key: see __post_init__
+        base = options if options is not None else _defaults(key)
         given = tuple((name, type(value), value) for name, value in changes.items() if value is not None)
         if not given:
             return base

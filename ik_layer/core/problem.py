@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -65,7 +66,7 @@ class Problem:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         target_t = robot.check_target(target)
-        if target_t.numel() and float(abs(host_values(target_t)[..., :3, 3]).max()) > MAX_TARGET_DISTANCE:
+        if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
@@ -127,3 +128,8 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
         raise ShapeError(
             f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
         ) from err
+
+
+def _largest_abs(x: Tensor | np.ndarray) -> Tensor | np.ndarray:
+    """The largest magnitude in ``x`` (a 0-d tensor or numpy value, of ``x``'s kind)."""
+    return np.abs(x).max() if isinstance(x, np.ndarray) else x.abs().max()

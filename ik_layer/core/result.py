@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic
 
+import numpy as np
 import torch
 from torch import Tensor
+from typing_extensions import TypeVar  # a TypeVar with a default (typing's from Python 3.13)
 
 __all__ = ["IKResult", "frame_errors"]
 
+ArrayT = TypeVar("ArrayT", bound=Tensor | np.ndarray, default=Tensor)
+"""The kind of an :class:`IKResult`'s fields: tensors from every solver; numpy arrays where
+:meth:`ik_layer.client.RemoteIKResult.result` is asked for an answer that came as numpy arrays."""
+
 
 @dataclass(frozen=True)
-class IKResult:
+class IKResult(Generic[ArrayT]):
     """Solutions of a batch of IK problems; every field has the targets' batch shape ``(...)``.
+
+    Fields are tensors (``IKResult``, i.e. ``IKResult[Tensor]``), as every solver answers; the client's
+    :meth:`~ik_layer.client.RemoteIKResult.result` gives its fields as they came, numpy arrays for an answer asked
+    with ``numpy=True`` (``IKResult[Tensor | np.ndarray]``).
 
     Attributes:
         q: (..., nq) best configuration found, inside the joint limits (a floating base first, see
@@ -23,13 +34,13 @@ class IKResult:
         iterations: (...) int64, iterations until success (the budget used if it failed).
     """
 
-    q: Tensor
-    success: Tensor
-    position_error: Tensor
-    orientation_error: Tensor
-    iterations: Tensor
+    q: ArrayT
+    success: ArrayT
+    position_error: ArrayT
+    orientation_error: ArrayT
+    iterations: ArrayT
 
-    def reshaped(self, batch: torch.Size | tuple[int, ...]) -> IKResult:
+    def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
         return IKResult(
             q=self.q.reshape(*batch, self.q.shape[-1]),

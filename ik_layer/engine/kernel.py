@@ -46,6 +46,7 @@ compiles for the CPU and for CUDA.
 # No `from __future__ import annotations`: warp reads the kernels' annotations as live types.
 import functools
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import torch
 import warp as wp
@@ -58,6 +59,9 @@ from ik_layer.engine.pose_cost import pose_cost_functions
 from ik_layer.engine.restarts import restart_functions
 from ik_layer.model.chain import Layout
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, warp_types
+
+if TYPE_CHECKING:
+    from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
 
 __all__ = [
     "EMPTY",
@@ -85,7 +89,7 @@ def damping_floor(dtype: torch.dtype) -> float:
 
 
 @functools.cache
-def slot_structs(dtype: torch.dtype) -> tuple[type, type]:
+def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
     """The warp structs of the slots' problem and state for ``dtype`` floats, as the block kernel binds them: one
     array per field, the slot first (see :class:`~ik_layer.engine.slots.Slots`, which fills them)."""
     f, vec2, vec3, vec6, mat33 = warp_types(dtype)

@@ -60,7 +60,7 @@ class BlockLauncher:
         self._command.launch(stream=self.slots.stream())
 
 
-def _cpu_arguments(command: wp.Launch) -> object | None:
+def _cpu_arguments(command: wp.Launch) -> ctypes.Structure | None:
     """The ctypes argument struct of a recorded CPU launch of a forward kernel, built once (warp builds it at every
     ``Launch.launch``); None where this warp version's launch internals differ (launches then go through warp)."""
     try:
@@ -75,7 +75,7 @@ def _cpu_arguments(command: wp.Launch) -> object | None:
         return None
 
 
-def _cpu_capturing(device: wp.context.Device) -> bool:
+def _cpu_capturing(device: wp.Device) -> bool:
     """Whether a warp CPU capture (APIC) records launches on ``device``: launches then go through warp."""
     capture = getattr(wp._src.context, "_get_apic_capture_for_device", None)
     return capture is not None and capture(device) is not None

@@ -62,7 +62,7 @@ class Reach:
         distance = offset[..., 0] ** 2 + offset[..., 1] ** 2 + offset[..., 2] ** 2  # the same sum on every device
         limit = self.radius + self.rounding + position_tolerance
         far = _host(distance > _like(limit * limit, distance))
-        return far[:, 0] if frames == 1 else far.any(axis=-1)
+        return far[:, 0] if frames == 1 else np.asarray(far.any(axis=-1))  # (n,): an array, as numpy's stubs miss
 
 
 def _float64(x: Array) -> Array:

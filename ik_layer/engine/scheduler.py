@@ -95,7 +95,11 @@ class Request:
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
-        first = self.start[:, 0] if self.start is not None else initial.expand(n, -1)  # type: ignore[union-attr]
+        if self.start is not None:
+            first = self.start[:, 0]
+        else:
+            assert initial is not None, "a request without a start is given its initial q (Engine.submit)"
+            first = initial.expand(n, -1)
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
         self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)

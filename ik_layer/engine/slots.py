@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, Generic, NamedTuple, TypeAlias, TypedDict, TypeVar
 
 import numpy as np
 import torch
@@ -30,10 +30,24 @@ from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import init_warp
 
-__all__ = ["Array", "Readout", "Slots", "compact_index"]
+if TYPE_CHECKING:
+    from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
+
+__all__ = ["Array", "Readout", "Slots", "StoreArray", "compact_index"]
 
 Array: TypeAlias = "np.ndarray | Tensor"
 """A store's view of slot or request memory: a numpy view (host store) or a tensor (tensor store)."""
+
+StoreArray = TypeVar("StoreArray", np.ndarray, Tensor)
+"""The arrays of one store: numpy views for :class:`~ik_layer.engine.store.HostStore`, tensors for
+:class:`~ik_layer.engine.store.TensorStore` (a :class:`Slots` never mixes the two)."""
+
+
+class _Placement(TypedDict):
+    """The ``dtype`` and ``device`` keywords of a torch factory."""
+
+    dtype: torch.dtype
+    device: torch.device
 
 
 class Readout(NamedTuple):
@@ -45,7 +59,7 @@ class Readout(NamedTuple):
     best_score: np.ndarray  # the rank of each slot's best configuration
 
 
-class Slots(ABC):
+class Slots(ABC, Generic[StoreArray]):
     """``capacity`` LM slots for ``robot`` (its dtype and device, fixed at creation).
 
     Attributes (torch tensors, first dimension ``capacity``; F end-effector frames, nq coordinates):
@@ -66,6 +80,7 @@ class Slots(ABC):
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
+        fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
     """
 
     def __init__(self, robot: Robot, capacity: int) -> None:
@@ -81,8 +96,8 @@ class Slots(ABC):
         self.chains = robot.chains  # what the kernel binds; the engine reads nothing else of the robot's model
         self.layout = self.chains.layout
         n, nq, frames = capacity, robot.nq, self.layout.frames
-        real = {"dtype": self.dtype, "device": self.device}
-        count = {"dtype": torch.int32, "device": self.device}
+        real = _Placement(dtype=self.dtype, device=self.device)
+        count = _Placement(dtype=torch.int32, device=self.device)
 
         self.target_rot = torch.zeros(n, frames, 3, 3, **real)
         self.target_pos = torch.zeros(n, frames, 3, **real)
@@ -111,23 +126,26 @@ class Slots(ABC):
         self.problem, self.state = (self._bind(struct) for struct in slot_structs(self.dtype))  # the kernel's
         # How the host reaches the slots: this store's arrays of the same memory (numpy views or the tensors).
         names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
-        self.fields: dict[str, Array] = {name: self.array(getattr(self, name)) for name in names}
+        self.fields: dict[str, StoreArray] = {name: self.array(getattr(self, name)) for name in names}
 
     # ------------------------------------------------------------------------ what each store defines
+
+    kind: ClassVar[str]
+    """The store's name (a key of :data:`~ik_layer.engine.store.STORES`)."""
 
     lazy_jacobian: bool
     """The LM kernel the store's launches take (see :func:`~ik_layer.engine.kernel.lm_block_kernel`)."""
 
     @abstractmethod
-    def array(self, x: Tensor | Array) -> Array:
+    def array(self, x: Tensor | StoreArray) -> StoreArray:
         """A tensor on the slots' device as this store's arrays (the same memory); this store's arrays as they are."""
 
     @abstractmethod
     def tensor(self, x: Array) -> Tensor:
-        """One of this store's arrays as a tensor (the same memory)."""
+        """One of this store's arrays as a tensor (the same memory); a host numpy array as a tensor on the device."""
 
     @abstractmethod
-    def stage(self, values: np.ndarray) -> Array:
+    def stage(self, values: np.ndarray) -> StoreArray:
         """Host ``values`` for writes into the slots before the next :meth:`read` (they may share a buffer)."""
 
     @abstractmethod
@@ -140,14 +158,15 @@ class Slots(ABC):
 
     # ------------------------------------------------------------------------ the same for every store
 
-    def _bind(self, struct_type: type) -> object:
+    def _bind(self, struct_type: Struct) -> object:
         """A ``struct_type`` (:func:`~ik_layer.engine.kernel.slot_structs`) of warp views of the fields of that name."""
         struct = struct_type()
         for name, var in struct_type.vars.items():
-            setattr(struct, name, wp.from_torch(getattr(self, name), dtype=var.type.dtype))
+            # warp annotates Var.type as a type; a struct field's holds its wp.array(dtype=...) annotation
+            setattr(struct, name, wp.from_torch(getattr(self, name), dtype=var.type.dtype))  # type: ignore[attr-defined]
         return struct
 
-    def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | Array:
+    def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | StoreArray:
         """Slots (or rows) as this store's arrays take them: a slice as is, else a flat int64 index."""
         if isinstance(index, slice):
             return index
@@ -158,14 +177,14 @@ class Slots(ABC):
     def admit(
         self,
         index: Tensor | np.ndarray | Sequence[int] | slice,
-        target: Array,
-        q: Array | None,
+        target: Tensor | StoreArray,
+        q: Tensor | StoreArray | None,
         options: SolveOptions,
         *,
-        weights: Array | None = None,
+        weights: Tensor | StoreArray | None = None,
         seed: int = 0,
         rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
-        posture: Array | None = None,
+        posture: Tensor | StoreArray | None = None,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
@@ -220,7 +239,7 @@ class Slots(ABC):
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
         self.fields["status"][self.index(index)] = EMPTY
 
-    def take_best(self, q: Array, error: Array, rows: np.ndarray, slots: np.ndarray) -> None:
+    def take_best(self, q: StoreArray, error: StoreArray, rows: np.ndarray, slots: np.ndarray) -> None:
         """``q[rows]`` and ``error[rows]`` (a request's arrays) from the best configurations and errors of
         ``slots``."""
         at, of = self.index(compact_index(rows)), self.index(compact_index(slots))

@@ -29,7 +29,7 @@ __all__ = ["STORES", "HostStore", "TensorStore", "default_store", "open_store"]
 _ALIGN = 8  # bytes: every staged array starts at a multiple of the widest element
 
 
-class HostStore(Slots):
+class HostStore(Slots[np.ndarray]):
     """Slots of a CPU robot, reached through numpy views of their tensors."""
 
     kind = "host"
@@ -40,7 +40,7 @@ class HostStore(Slots):
             raise IKLayerError(f"store 'host' needs a robot on the CPU, got one on {robot.device}; use 'tensor'")
         super().__init__(robot, capacity)
 
-    def array(self, x: Tensor | Array) -> np.ndarray:
+    def array(self, x: Tensor | np.ndarray) -> np.ndarray:
         return x.detach().numpy() if isinstance(x, Tensor) else x
 
     def tensor(self, x: Array) -> Tensor:
@@ -54,7 +54,7 @@ class HostStore(Slots):
         return Readout(status, iterations, age, self.fields["best_score"][:top].copy())
 
 
-class TensorStore(Slots):
+class TensorStore(Slots[Tensor]):
     """Slots of a robot on any device, reached through torch indexing of their tensors."""
 
     kind = "tensor"
@@ -69,7 +69,7 @@ class TensorStore(Slots):
         self._readback = self._host_buffer(0).view(torch.int32)
         self._score_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
 
-    def array(self, x: Tensor | Array) -> Tensor:
+    def array(self, x: Tensor) -> Tensor:
         return x
 
     def tensor(self, x: Array) -> Tensor:
@@ -108,7 +108,7 @@ class TensorStore(Slots):
         return torch.empty(size, dtype=torch.uint8, pin_memory=self._pinned)
 
 
-STORES: dict[str, type[Slots]] = {"host": HostStore, "tensor": TensorStore}
+STORES: dict[str, type[HostStore] | type[TensorStore]] = {"host": HostStore, "tensor": TensorStore}
 """The stores by name."""
 
 

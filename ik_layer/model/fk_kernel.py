@@ -10,6 +10,7 @@ writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU an
 
 # No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
 import functools
+from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 import warp as wp
@@ -18,6 +19,9 @@ from torch import Tensor
 from ik_layer.model.chain import Layout
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, bind_chain, chain_functions, chain_struct, warp_types
 from ik_layer.model.warp_runtime import quiet_warp, torch_stream
+
+if TYPE_CHECKING:
+    from ik_layer.model.robot import Robot  # which imports this module on first use
 
 __all__ = ["fk_kernel", "forward", "takes"]
 
@@ -71,7 +75,11 @@ def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
     return fk_rows
 
 
-def forward(robot: torch.nn.Module, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
+@overload
+def forward(robot: "Robot", q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+@overload
+def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
+def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
     """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path
     (``robot``: the :class:`ik_layer.Robot` that calls this): pose (..., [F,] 4, 4) and, if asked, Jacobian
     (..., [F,] 6, dof), new tensors on ``q``'s device."""

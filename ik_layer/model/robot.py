@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, SupportsIndex, cast, overload
 
 import numpy as np
 import pinocchio as pin
@@ -170,6 +170,26 @@ class Robot(nn.Module):
     upper: Tensor
     continuous: Tensor
     full_turn: Tensor
+    # Private buffers (registered in __init__; declared here for nn.Module's __getattr__, typed Tensor | Module).
+    _q_index: Tensor  # Pinocchio's q slots of the joints (see _pinocchio_indices)
+    _cos_index: Tensor
+    _sin_index: Tensor
+    _joint_cols: Tensor  # the joints' coupling (see _coupling)
+    _joint_scale: Tensor
+    _joint_offset: Tensor
+    _full_reference: Tensor
+    _full_q_index: Tensor
+    _chain_cols: Tensor  # the chains to the end-effector frames (see _frames_buffers)
+    _chain_scale: Tensor
+    _chain_offset: Tensor
+    _place_rot: Tensor
+    _place_rot_k: Tensor
+    _place_rot_k2: Tensor
+    _place_pos: Tensor
+    _slide: Tensor
+    _axis: Tensor
+    _revolute: Tensor
+    _tip: Tensor
 
     def __init__(
         self,
@@ -236,12 +256,13 @@ class Robot(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         """Floating dtype of the robot's tensors."""
-        return self._buffers["lower"].dtype  # not through nn.Module.__getattr__: read on every call of the hot path
+        # Not through nn.Module.__getattr__: read on every call of the hot path (registered in __init__: never None).
+        return cast(Tensor, self._buffers["lower"]).dtype
 
     @property
     def device(self) -> torch.device:
         """Device of the robot's tensors."""
-        return self._buffers["lower"].device
+        return cast(Tensor, self._buffers["lower"]).device
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -367,6 +388,10 @@ class Robot(nn.Module):
             )
         return held
 
+    @overload
+    def kinematics(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
     def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it.
 
@@ -412,9 +437,12 @@ class Robot(nn.Module):
         Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes both
         (:mod:`ik_layer.model.fk_kernel`), with the same values.
         """
-        pose, jac = self._forward(self.check_q(q), jacobian=True)
-        return pose, jac  # type: ignore[return-value]
+        return self._forward(self.check_q(q), jacobian=True)
 
+    @overload
+    def _forward(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
     def _forward(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
         from ik_layer.model.fk_kernel import forward, takes  # warp, loaded on first use
@@ -493,7 +521,7 @@ def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
 def _check_device(device: object, name: str = "device") -> torch.device:
     """``device`` as a ``torch.device`` that exists here and holds values; malformed, unavailable or meta ones raise."""
     try:
-        resolved = torch.device(device)  # type: ignore[arg-type]
+        resolved = torch.device(device)  # type: ignore[call-overload]  # any object: torch raises on a malformed one
     except (RuntimeError, TypeError) as err:
         raise DeviceError(f"{name} {device!r} is malformed: {_brief(err)}") from err
     if resolved.type == "meta":
@@ -515,11 +543,11 @@ def _brief(err: Exception) -> str:
     return line if len(line) <= 160 else line[:157] + "..."
 
 
-def _check_shape(shape: object, name: str = "shape") -> tuple[int, ...]:
-    """``shape`` (an int or a sequence of ints >= 0) as a tuple; others raise."""
+def _check_shape(shape: int | Iterable[SupportsIndex], name: str = "shape") -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints >= 0) as a tuple; others (whatever a caller passes) raise."""
     dims = (shape,) if isinstance(shape, int) else shape
     try:
-        size = tuple(operator.index(d) for d in dims)  # type: ignore[attr-defined]
+        size = tuple(operator.index(d) for d in dims)
     except TypeError as err:
         raise ShapeError(f"{name} must be an int or a sequence of ints, got {shape!r}") from err
     if any(d < 0 for d in size):
@@ -634,7 +662,8 @@ def _pinocchio_indices(model: pin.Model) -> tuple[Tensor, Tensor, Tensor]:
             direct.append(jm.idx_q)
             cos_slot.append(-1)
             sin_slot.append(-1)
-    return (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))  # type: ignore[return-value]
+    direct_t, cos_t, sin_t = (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))
+    return direct_t, cos_t, sin_t
 
 
 def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str, Tensor]:
@@ -669,7 +698,7 @@ def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str
 
 def _full_q_index(full: pin.Model, model: pin.Model) -> Tensor:
     """Positions in ``full``'s configuration of the entries of ``model``'s (a reduction of ``full``)."""
-    index = []
+    index: list[int] = []
     for j in range(1, model.njoints):
         jm, jf = model.joints[j], full.joints[full.getJointId(model.names[j])]
         index += range(jf.idx_q, jf.idx_q + jm.nq)
