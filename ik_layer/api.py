@@ -65,7 +65,7 @@ def solve(
         reference: run the eager torch reference path instead of the fused engine.
         engine: the :class:`~ik_layer.engine.Engine` of ``robot`` to solve on (its store, capacity and block
             as built: ``Engine(robot, store="tensor")``), stepped by this call; one thread at a time. Default:
-            the robot's own engine, built at the first call.
+            the robot's engine in :data:`ik_layer.engines`, built at its first solve.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:

@@ -27,7 +27,6 @@ import torch
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
-from ik_layer.engine import Engine
 from ik_layer.model.robot import Robot
 
 __all__ = [
@@ -184,6 +183,8 @@ def solve_on_engine(
 ) -> IKResult:
     """Solve on a fresh :class:`~ik_layer.Engine` of ``block`` iterations per launch, every random start and
     restart drawn from ``seed``; ``problem`` as :meth:`Problem.prepare`'s (``warm_start``, ``weights``...)."""
+    from ik_layer.engine import Engine  # warp and the kernels: only for the tests that solve on an engine
+
     checked = Problem.prepare(robot, target, options, **problem)
     engine = Engine(robot, capacity=max(checked.rows * checked.options.num_seeds, 1), block=block, store=store)
     return engine.solve(checked, seed)
