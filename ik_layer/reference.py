@@ -5,7 +5,10 @@ and the weights): one LM over all of them. A target succeeds when every frame is
 
 A floating base (:mod:`ik_layer.model.floating`) moves on SE(3): each step is a tangent ``dq`` (dof) applied by
 :meth:`Robot.integrate` (the base by the exponential map, the joints additively); limits bound the joints.
-A posture pulls and ranks the joints only: the base goes where the frames take it.
+Secondary terms (:mod:`ik_layer.terms`: the posture, centring, manipulability) pull in the null space of the pose
+error and rank the successful seeds; the posture's and centring's act on the joints only. With them a seed's first
+success does not end it: the seed polishes, stepping down the terms' cost on the target's solutions
+(:meth:`_LMState._polish`), and its target is done at the first seed that stops.
 
 All targets and their seeds are solved as one batch of rows laid out as
 ``(targets, seeds, nq)``. Every ``check_every`` iterations the loop syncs with
@@ -16,7 +19,7 @@ device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -28,6 +31,7 @@ from ik_layer.core.result import IKResult, frame_errors
 from ik_layer.model.floating import BASE_NQ
 from ik_layer.model.lie import matrix_to_quaternion, pose_error
 from ik_layer.model.robot import Robot
+from ik_layer.terms import gains_of, rank_of_cost, secondary_cost, secondary_gradient, used_terms
 
 __all__ = ["solve_reference"]
 
@@ -61,11 +65,16 @@ class _Problem:
         scale = LM.tolerance_scale(target.dtype)  # float32: a margin, so that successes hold in float64
         self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
+        self.gains = gains_of(options, posture is not None)
         self.generator = generator
         n = target.shape[0]
         self.best_q = target.new_zeros(n, robot.nq)
         self.best_rank = target.new_full((n,), torch.inf)
         self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
+
+    def posture_rows(self, rows: Tensor) -> Tensor | None:
+        """The posture (A, 1, nq) of ``rows``, or None."""
+        return None if self.posture is None else self.posture[rows, None]
 
     def errors(self, e: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
         """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6F), the worst frame's."""
@@ -108,49 +117,60 @@ class _Problem:
         rows = torch.arange(n, device=self.target.device)
         q = self.seeds(rows, num_seeds, q_ref)
         state = _LMState.start(self, rows, q)
-        self._record(state, rows, iteration=0)
+        state = self._record(state, rows, iteration=0)
         iteration = 0
         while iteration < max_iterations:
             cost_before = state.cost
             steps = min(check_every, max_iterations - iteration)
             for _ in range(steps):
                 iteration += 1
-                state = state.step(self, rows)
-                self._record(state, rows, iteration)
+                state = self._record(state.step(self, rows), rows, iteration)
             keep = self.done_at[rows] < 0  # host sync: once per check
             if not bool(keep.any()):
                 break
             rows, state = rows[keep], state.select(keep)
             slow = state.cost > LM.progress * cost_before[keep]
-            stalled = slow | (state.age >= restart_after) | (state.mu >= LM.mu_max)
+            stalled = (slow | (state.age >= restart_after) | (state.mu >= LM.mu_max)) & ~state.polishing
             if bool(stalled.any()):
                 # Restarts are random: restarting at the posture would replay the trajectory that stalled.
                 fresh = self.random_starts(rows, num_seeds)
                 state = state.restart(self, rows, stalled, fresh)
-        success = self.done_at >= 0
-        iters = torch.where(success, self.done_at, torch.full_like(self.done_at, iteration))
+        success = (self.done_at >= 0) | (self.best_rank < 1)  # done, or out of budget while polishing a success
+        iters = torch.where(self.done_at >= 0, self.done_at, torch.full_like(self.done_at, iteration))
         e = pose_error(self.target, self.robot.fk(self.best_q)).flatten(1)
         pos, ori = self.errors(e[:, None], torch.arange(n, device=rows.device))
         return self.best_q, success, pos[:, 0], ori[:, 0], iters
 
-    def _record(self, state: _LMState, rows: Tensor, iteration: int) -> None:
-        """Keep, per open target, its best seed so far; mark the target done at its first success.
+    def _record(self, state: _LMState, rows: Tensor, iteration: int) -> _LMState:
+        """Keep, per open target, its best seed so far; mark the target done at its first success (with secondary
+        terms: when its first polishing seed stops, or at a first success where their gradient is zero). Returns
+        ``state`` with its successful seeds polishing.
 
-        Seeds rank by their score (error over tolerance); with a posture, successful
-        seeds rank below 1 by their distance to it, so the closest success wins.
+        Seeds rank by their score (error over tolerance); with secondary terms, successful seeds rank below 1 by
+        their secondary cost (:func:`~ik_layer.terms.rank_of_cost`), so the cheapest success wins.
         """
         score = self.score(state.e, rows)
         rank = score
-        if self.posture is not None:
-            dist = _joints(self.robot, state.q - self.posture[rows, None]).norm(dim=-1)
-            rank = torch.where(score <= 1, dist / (1 + dist), score)
+        open_ = self.done_at[rows] < 0
+        if used_terms(self.gains):
+            cost = secondary_cost(self.robot, state.q, state.jac, self.posture_rows(rows), self.gains)
+            rank = torch.where(score <= 1, rank_of_cost(cost), score)
         best_rank, best_seed = rank.min(dim=1)
-        improve = (self.done_at[rows] < 0) & (best_rank < self.best_rank[rows])
+        improve = open_ & (best_rank < self.best_rank[rows])
         chosen = state.q[torch.arange(rows.shape[0], device=rows.device), best_seed]
         self.best_q[rows] = torch.where(improve[:, None], chosen, self.best_q[rows])
         self.best_rank[rows] = torch.where(improve, best_rank, self.best_rank[rows])
-        newly_done = improve & (score.gather(1, best_seed[:, None]).squeeze(1) <= 1)
+        if used_terms(self.gains):
+            starts = ~state.polishing & (score <= 1)  # a first success: its seed polishes from the next step
+            pull = secondary_gradient(self.robot, state.q, state.jac, self.posture_rows(rows), self.gains)
+            settled = starts & (pull == 0).all(dim=-1)  # nothing to polish
+            newly_done = open_ & (state.polished | settled).any(dim=1)
+            polish_age = torch.where(starts, 0, state.polish_age)
+            state = replace(state, polish_age=polish_age, polish_scale=torch.where(starts, 1.0, state.polish_scale))
+        else:
+            newly_done = improve & (score.gather(1, best_seed[:, None]).squeeze(1) <= 1)
         self.done_at[rows] = torch.where(newly_done, iteration, self.done_at[rows])
+        return state
 
 
 @dataclass(frozen=True)
@@ -163,29 +183,38 @@ class _LMState:
     cost: Tensor  # (A, S) weighted squared error
     mu: Tensor  # (A, S) relative damping
     age: Tensor  # (A, S) iterations since the seed (re)started
+    polish_age: Tensor  # (A, S) iterations since the seed's first success with secondary terms (it polishes), or -1
+    polish_scale: Tensor  # (A, S) the polish's step, a fraction of the terms' pull
+    polished: Tensor  # (A, S) bool: the seed stopped polishing at this step
+
+    @property
+    def polishing(self) -> Tensor:
+        """(A, S) bool: the seed succeeded and descends the secondary terms on the target's solutions."""
+        return self.polish_age >= 0
 
     @staticmethod
     def start(problem: _Problem, rows: Tensor, q: Tensor) -> _LMState:
         e, jac, cost = _evaluate(problem, rows, q)
-        return _LMState(q, e, jac, cost, torch.full_like(cost, LM.mu_init), torch.zeros_like(cost, dtype=torch.long))
+        mu, age = torch.full_like(cost, LM.mu_init), torch.zeros_like(cost, dtype=torch.long)
+        polish_age, polished = torch.full_like(age, -1), torch.zeros_like(cost, dtype=torch.bool)
+        return _LMState(q, e, jac, cost, mu, age, polish_age, torch.ones_like(cost), polished)
 
     def step(self, problem: _Problem, rows: Tensor) -> _LMState:
         """One damped Gauss-Newton step per seed, kept only where it lowers the cost.
 
         Joints the step would push past a limit are set at that limit, and the step
         of the other joints is solved again with them fixed (one active-set pass).
-        With a posture, a pulled step that does not lower the cost falls back on the
-        plain one (the pull, projected on the damped null space, must never hold a
-        seed back from its target).
+        With secondary terms, a pulled step (down their gradient, projected on the damped null space) that does not
+        lower the cost falls back on the plain one: the pull must never hold a seed back from its target; polishing
+        seeds take :meth:`_polish`'s step instead.
         """
         robot = problem.robot
         floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
         pull = None
-        if problem.posture is not None:  # the joints only: a floating base follows the frames
-            joints = LM.posture_gain * _joints(robot, problem.posture[rows, None] - self.q)
-            pull = torch.cat((joints.new_zeros(*joints.shape[:-1], robot.dof - joints.shape[-1]), joints), -1)
+        if used_terms(problem.gains):
+            pull = -secondary_gradient(robot, self.q, self.jac, problem.posture_rows(rows), problem.gains)
         q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
@@ -198,13 +227,56 @@ class _LMState:
             jac_new, cost_new = torch.where(p4, jac_plain, jac_new), torch.where(plain, cost_plain, cost_new)
             accept = accept | plain
         a3, a4 = accept[..., None], accept[..., None, None]
-        return _LMState(
+        stepped = _LMState(
             q=torch.where(a3, q_new, self.q),
             e=torch.where(a3, e_new, self.e),
             jac=torch.where(a4, jac_new, self.jac),
             cost=torch.where(accept, cost_new, self.cost),
             mu=torch.where(accept, self.mu * LM.mu_decrease, self.mu * LM.mu_increase).clamp(LM.mu_min, LM.mu_max),
             age=self.age + 1,
+            polish_age=self.polish_age,
+            polish_scale=self.polish_scale,
+            polished=self.polished,
+        )
+        return stepped if pull is None else self._polish(problem, rows, stepped, damping, pull)
+
+    def _polish(self, problem: _Problem, rows: Tensor, stepped: _LMState, damping: Tensor, pull: Tensor) -> _LMState:
+        """``stepped`` with the polishing seeds' step instead (:data:`ik_layer.core.lm.LM`'s ``polish_*``), the damping
+        unchanged. Within tolerance: the pulled step at the seed's polish scale, kept iff the terms' cost falls and
+        the errors stay within ``polish_slack`` times the tolerances (the scale then doubles, up to
+        ``polish_max_scale``; else it is quartered). Out of it: the plain step, kept iff it lowers the pose's cost.
+        A seed stops polishing when a kept step within tolerance, at a scale of 1 or less, lowers the terms' cost by
+        ``polish_progress`` of it or less, when its scale falls below ``polish_min_scale``, when a correction is
+        refused, or ``polish_iterations`` after its first success."""
+        robot, posture, gains, w = problem.robot, problem.posture_rows(rows), problem.gains, problem.weights[rows, None]
+        within = problem.score(self.e, rows) <= 1
+        q_pulled, info_pulled = self._candidate(robot, w, damping, self.polish_scale[..., None] * pull)
+        q_plain, info_plain = self._candidate(robot, w, damping, None)
+        q_new, info = torch.where(within[..., None], q_pulled, q_plain), torch.where(within, info_pulled, info_plain)
+        e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
+        s_now = secondary_cost(robot, self.q, self.jac, posture, gains)
+        s_new = secondary_cost(robot, q_new, jac_new, posture, gains)
+        score = problem.score(e_new, rows)
+        on = self.polishing
+        lower = torch.where(within, (score <= LM.polish_slack) & (s_new < s_now), cost_new < self.cost)
+        kept = on & (info == 0) & lower
+        little = (s_now - s_new <= LM.polish_progress * (1 + s_now.abs())) & (self.polish_scale <= 1)
+        converged = kept & within & (score <= 1) & little  # (a larger step may overshoot to a near tie)
+        scale = torch.where(kept, (2 * self.polish_scale).clamp(max=LM.polish_max_scale), 0.25 * self.polish_scale)
+        scale = torch.where(within, scale, self.polish_scale)
+        given_up = ~kept & torch.where(within, scale < LM.polish_min_scale, True)
+        done = converged | given_up | (self.polish_age + 1 >= LM.polish_iterations)
+        k3, k4, o3, o4 = kept[..., None], kept[..., None, None], on[..., None], on[..., None, None]
+        return _LMState(
+            q=torch.where(k3, q_new, torch.where(o3, self.q, stepped.q)),
+            e=torch.where(k3, e_new, torch.where(o3, self.e, stepped.e)),
+            jac=torch.where(k4, jac_new, torch.where(o4, self.jac, stepped.jac)),
+            cost=torch.where(kept, cost_new, torch.where(on, self.cost, stepped.cost)),
+            mu=torch.where(on, self.mu, stepped.mu),
+            age=stepped.age,
+            polish_age=torch.where(on, self.polish_age + 1, self.polish_age),
+            polish_scale=torch.where(on, scale, self.polish_scale),
+            polished=on & done,
         )
 
     def _candidate(self, robot: Robot, w: Tensor, damping: Tensor, pull: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -219,7 +291,7 @@ class _LMState:
 
     def select(self, keep: Tensor) -> _LMState:
         """The state of the targets in ``keep`` (A,) bool."""
-        return _LMState(*(x[keep] for x in (self.q, self.e, self.jac, self.cost, self.mu, self.age)))
+        return _LMState(*(x[keep] for x in vars(self).values()))
 
     def restart(self, problem: _Problem, rows: Tensor, stalled: Tensor, fresh: Tensor) -> _LMState:
         """Restart the ``stalled`` (A, S) seeds from ``fresh`` configurations."""
@@ -233,12 +305,10 @@ class _LMState:
             cost=torch.where(stalled, cost, self.cost),
             mu=torch.where(stalled, torch.full_like(self.mu, LM.mu_init), self.mu),
             age=torch.where(stalled, torch.zeros_like(self.age), self.age),
+            polish_age=self.polish_age,  # stalled seeds never polish
+            polish_scale=self.polish_scale,
+            polished=self.polished,
         )
-
-
-def _joints(robot: Robot, x: Tensor) -> Tensor:
-    """The joint coordinates (..., joints) of ``x`` (..., nq): a floating base's pose left out."""
-    return x[..., x.shape[-1] - robot.lower.shape[0] :]
 
 
 def _at_limits(robot: Robot, q: Tensor, dq: Tensor) -> tuple[Tensor, Tensor]:

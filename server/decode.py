@@ -13,7 +13,7 @@ frame) and gives (n, 7) tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import torch
@@ -159,9 +159,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     for job in jobs:
         rows = checked.select(slice(start, start + job.rows))
         start += job.rows
-        warm_start = None if job.warm_start is None else robot.check_q(job.warm_start.to(device), "warm_start")
-        posture = None if job.posture is None else robot.check_q(job.posture.to(device), "posture")
-        problems.append(replace(rows, warm_start=warm_start, posture=posture, options=job.options))
+        problems.append(rows.with_inputs(robot, job.options, warm_start=job.warm_start, posture=job.posture))
     return problems
 
 

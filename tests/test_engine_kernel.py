@@ -23,6 +23,7 @@ import warp as wp
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.core.lm import LM
+from ik_layer.core.options import OPTION_SPECS
 from ik_layer.engine import (
     EMPTY,
     EXHAUSTED,
@@ -36,6 +37,7 @@ from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.model.trig import sin_cos_function
 from ik_layer.reference import _LMState, _Problem
+from ik_layer.terms import TERMS, gains_of, rank_of_cost, secondary_cost, secondary_gradient
 from ik_layer.testing import solve_on_engine
 
 pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
@@ -112,18 +114,35 @@ def assert_in_limits(robot: ik_layer.Robot, q: torch.Tensor) -> None:
     assert (q[:, cont] > -math.pi).all() and (q[:, cont] <= math.pi).all()
 
 
+def skip_unless_it_applies(robot: ik_layer.Robot, secondary: str) -> None:
+    """Skip a test of a secondary term (or ``"plain"``) where it has nothing to do on ``robot``."""
+    if secondary == "manipulability" and not robot.chains.serial_arm:
+        pytest.skip("manipulability applies to serial arms")
+    if secondary == "centring" and bool((robot.continuous | robot.full_turn).all()):
+        pytest.skip("no joint stops at its limits: centring adds nothing")
+
+
+def gain_options(secondary: str) -> dict[str, float]:
+    """The option that switches ``secondary`` on at gain 0.5, if it is one (the posture is an argument)."""
+    return {secondary: 0.5} if secondary in OPTION_SPECS else {}
+
+
+SECONDARY = ["plain", *(term.name for term in TERMS)]
+
+
 # --------------------------------------------------------------------------- one iteration vs eager
 
 
-@pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])
+@pytest.mark.parametrize("secondary", SECONDARY)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", [*BUILTIN, MIXED])
-def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtype, with_posture: bool) -> None:
+def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtype, secondary: str) -> None:
     """From the same q and damping, one kernel iteration gives the eager step's q, mu and cost,
     including rows whose step pushes a joint past its limit (start near it, target beyond it).
-    With a posture: random postures on every other row (the eager step with that posture), none on
-    the others (the eager step without one), in one launch."""
+    With a secondary term: on every other row (random postures for the posture; the centring or
+    manipulability option for the others), the eager step with it; the others without, in one launch."""
     robot = robot_of(name, dtype)
+    skip_unless_it_applies(robot, secondary)
     g = gen(11)
     n, n_limit = 192, 96
     q0 = robot.random_q((n,), generator=g)
@@ -154,38 +173,40 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
         check_every=1000, restart_after=10_000, position_tolerance=1e-15, orientation_tolerance=1e-15
     )
     all_rows = torch.arange(n)
-    posture = robot.random_q((n,), generator=g) if with_posture else None
+    posture = robot.random_q((n,), generator=g) if secondary == "posture" else None
+    pulling = options.replace(**gain_options(secondary))
 
-    def eager_step(posture: torch.Tensor | None) -> tuple[_LMState, _LMState]:
+    def eager_step(options: SolveOptions, posture: torch.Tensor | None) -> tuple[_LMState, _LMState]:
         problem = _Problem(robot, target, weights, options, posture, None)
         start = _LMState.start(problem, all_rows, q0[:, None])
         start = dataclasses.replace(start, mu=mu[:, None])
         return start, start.step(problem, all_rows)
 
-    start, ref = eager_step(None)
+    start, ref = eager_step(options, None)
     ref_q, ref_mu, ref_cost = ref.q[:, 0], ref.mu[:, 0], ref.cost[:, 0]
     slots = open_store(robot, n)
-    if posture is None:
+    if secondary == "plain":
         slots.admit(all_rows, target, q0, options, weights=weights)
     else:
         pulled = all_rows % 2 == 0
-        _, ref_pulled = eager_step(posture)
-        # the posture changes the step: the null-space pull of the redundant arms, the damped part elsewhere
+        _, ref_pulled = eager_step(pulling, posture)
+        # the term changes the step: the null-space pull of the redundant arms, the damped part elsewhere
         moved = (ref_pulled.q[pulled, 0] - ref_q[pulled]).abs().amax(-1) > 1e-3
         assert float(moved.double().mean()) >= (0.5 if robot.dof > 6 else 0.1)
         ref_q = torch.where(pulled[:, None], ref_pulled.q[:, 0], ref_q)
         ref_mu = torch.where(pulled, ref_pulled.mu[:, 0], ref_mu)
         ref_cost = torch.where(pulled, ref_pulled.cost[:, 0], ref_cost)
-        for rows, pose in ((all_rows[pulled], posture[pulled]), (all_rows[~pulled], None)):
-            slots.admit(rows, target[rows], q0[rows], options, weights=weights[rows], posture=pose)
-        assert torch.equal(slots.has_posture.bool(), pulled)
+        for rows, opts, pose in ((all_rows[pulled], pulling, posture), (all_rows[~pulled], options, None)):
+            pose = None if pose is None else pose[rows]
+            slots.admit(rows, target[rows], q0[rows], opts, weights=weights[rows], posture=pose)
+        assert torch.equal((slots.gains != 0).any(-1), pulled)
     slots.mu.copy_(mu)
     BlockLauncher(slots)(1)
 
     assert (slots.iterations == 1).all() and (slots.status == RUNNING).all()
     q_tol, cost_rtol = (1e-10, 1e-9) if dtype == F64 else (1e-3, 2e-3)
     torch.testing.assert_close(slots.check_cost, start.cost[:, 0], rtol=cost_rtol, atol=0)  # cost at q0
-    if posture is None:
+    if secondary == "plain":
         torch.testing.assert_close(slots.q, ref_q, rtol=0, atol=q_tol)
         measured = torch.ones(n, dtype=torch.bool)
     else:
@@ -195,11 +216,15 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
         hess = start.jac[:, 0].transpose(-1, -2) @ (weights[:, :, None] * start.jac[:, 0])
         damping = mu * start.cost[:, 0] + max(1e-9, 100 * torch.finfo(dtype).eps)
         cond = (torch.linalg.eigvalsh(hess)[:, -1] + damping) / damping
-        bound = torch.finfo(dtype).eps * cond * (LM.posture_gain * (posture - q0)).abs().amax(-1)
+        pull = secondary_gradient(robot, q0, start.jac[:, 0], posture, gains_of(pulling, posture is not None))
+        if secondary == "manipulability":  # its gradient solves with J J^T + eps I: rounded to eps cond of that too
+            gram = start.jac[:, 0] @ start.jac[:, 0].mT + LM.damping_floor(dtype) * torch.eye(6, dtype=dtype)
+            cond = cond * torch.linalg.cond(gram)
+        bound = torch.finfo(dtype).eps * cond * pull.abs().amax(-1)
         tol = torch.clamp(4 * bound, min=q_tol)
         diff = (slots.q - ref_q).abs().amax(-1)
         assert (diff <= tol).all(), f"row {int((diff / tol).argmax())}: {float((diff / tol).max())} x its tolerance"
-        assert float((tol[pulled] == q_tol).double().mean()) >= 0.8  # the conditioning bound is the exception
+        assert float((diff[pulled] <= q_tol).double().mean()) >= 0.8  # the conditioning bound is the exception
         torch.testing.assert_close(slots.q[~pulled], ref_q[~pulled], rtol=0, atol=q_tol)
         measured = tol == q_tol  # rows held to the conditioning bound are checked by q only (their costs differ more)
     torch.testing.assert_close(slots.mu, ref_mu, rtol=1e-12, atol=0)
@@ -215,22 +240,23 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     assert_in_limits(robot, slots.q)
 
 
-@pytest.mark.parametrize("with_posture", [False, True], ids=["plain", "posture"])
+@pytest.mark.parametrize("secondary", SECONDARY)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", BUILTIN)
-def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.dtype, with_posture: bool) -> None:
+def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.dtype, secondary: str) -> None:
     """Seeds that never restart follow the eager solver (one seed, same start) iteration for iteration.
 
-    With a posture the eager solver, like the kernel, answers with the first successful configuration:
-    one seed, and a target is done at its first success (its rank ``d / (1 + d)`` below every score > 1).
+    With a secondary term the eager solver, like the kernel, answers with its polished success: one seed, whose
+    first success polishes (its rank, from the term's cost, below every score > 1) until the polish stops.
     """
     robot = builtin(name, dtype)
+    skip_unless_it_applies(robot, secondary)
     g = gen(12)
     n = 200
     q0 = robot.random_q((n,), generator=g)
     target = robot.fk(robot.random_q((n,), generator=g))
-    posture = robot.random_q((n,), generator=gen(14)) if with_posture else None
-    options = SolveOptions()
+    posture = robot.random_q((n,), generator=gen(14)) if secondary == "posture" else None
+    options = SolveOptions(**gain_options(secondary))
     ref = ik_layer.solve(
         robot, target, options, warm_start=q0, num_seeds=1, posture=posture, generator=gen(13), reference=True
     )
@@ -239,31 +265,42 @@ def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.
     assert int(clean.sum()) >= n // 5
     same_iterations = slots.iterations[clean].long() == ref.iterations[clean]
     solved = slots.status[clean] == SOLVED
-    if dtype == F32 and posture is not None:
+    if secondary == "plain":
+        assert float(same_iterations.double().mean()) >= (1.0 if dtype == F64 else 0.97)
+        assert float((solved == ref.success[clean]).double().mean()) >= (1.0 if dtype == F64 else 0.97)
+        if dtype == F64:
+            torch.testing.assert_close(slots.best_q[clean], ref.q[clean], rtol=0, atol=1e-6)
+    elif dtype == F64:
+        # A polish keeps a step iff the terms' cost falls: at near ties (a doubled scale overshooting) the kernel's
+        # and the eager solver's roundings decide apart, and they stop at different iterations (measured: 65-99 %
+        # of rows alike), at the same optimum (measured: median 1e-7, at most 5e-4 apart).
+        assert float(same_iterations.double().mean()) >= 0.6
+        assert bool((solved == ref.success[clean]).all())
+        apart = (slots.best_q[clean] - ref.q[clean]).abs().amax(-1)
+        assert float(apart.median()) <= 1e-6 and float(apart.max()) <= 1e-3
+    else:
         # float32 rounds the null-space term (a cancellation) to ~1 % of the pull, so trajectories part:
         # the eager float32 solve itself takes its float64 twin's iteration count on only ~70 % of these rows.
         # The kernel must follow the float64 solve as closely as the eager float32 one does.
         ref64 = ik_layer.solve(
             builtin(name, F64), target.double(), options, warm_start=q0.double(), num_seeds=1,
-            posture=posture.double(), generator=gen(13), reference=True,
+            posture=None if posture is None else posture.double(), generator=gen(13), reference=True,
         )  # fmt: skip
         twin = ref64.iterations[clean]
         agree_kernel = float((slots.iterations[clean].long() == twin).double().mean())
         agree_eager = float((ref.iterations[clean] == twin).double().mean())
         assert agree_kernel >= agree_eager - 0.1, (agree_kernel, agree_eager)
-        assert float(same_iterations.double().mean()) >= 0.6
         assert float((solved == ref.success[clean]).double().mean()) >= 0.9
-    else:
-        assert float(same_iterations.double().mean()) >= (1.0 if dtype == F64 else 0.97)
-        assert float((solved == ref.success[clean]).double().mean()) >= (1.0 if dtype == F64 else 0.97)
-    if dtype == F64:
-        torch.testing.assert_close(slots.best_q[clean], ref.q[clean], rtol=0, atol=1e-6)
-    if posture is not None:  # a solved slot ranks by its distance to the posture, an exhausted one by its score
+    if secondary != "plain":  # a solved slot ranks by the term's cost, an exhausted one by its score
         done = slots.status == SOLVED
-        dist = (slots.best_q[done] - posture[done]).norm(dim=-1)
-        torch.testing.assert_close(
-            slots.best_score[done], dist / (1 + dist), rtol=1e-12 if dtype == F64 else 1e-6, atol=0
-        )
+        q_done = slots.best_q[done]
+        cost = secondary_cost(
+            robot, q_done, robot.kinematics(q_done, jacobian=True)[1], None if posture is None else posture[done],
+            gains_of(options, posture is not None),
+        )  # fmt: skip
+        # float32: the log-determinant rounds to about eps cond(J J^T), ~1e-5 of the rank at ordinary arms
+        rtol = 1e-12 if dtype == F64 else (1e-4 if secondary == "manipulability" else 1e-6)
+        torch.testing.assert_close(slots.best_score[done], rank_of_cost(cost), rtol=rtol, atol=0)
         assert (slots.best_score[slots.status == EXHAUSTED] > 1).all()
 
 
@@ -484,19 +521,20 @@ def test_finished_slots_are_left_alone_and_can_be_readmitted() -> None:
     assert slots.status[2] == SOLVED and slots.iterations[2] == 0
 
 
-def test_readmitted_slot_drops_its_posture() -> None:
-    """A slot admitted with a posture, then again without one, iterates as a slot that never had one."""
+def test_readmitted_slot_drops_its_secondary_terms() -> None:
+    """A slot admitted with a posture and centring, then again without them, iterates as a slot that never had
+    them, bit for bit (its launches still take the kernel with the terms compiled in, at gain 0)."""
     robot = builtin("panda", F64)
     q0 = robot.random_q((4,), generator=gen(83))
     target = robot.fk(robot.random_q((4,), generator=gen(84)))
     posture = robot.random_q((4,), generator=gen(85))
     fresh, reused = open_store(robot, 4), open_store(robot, 4)
     fresh.admit(torch.arange(4), target, q0, ONE_SEED)
-    reused.admit(torch.arange(4), target, q0, ONE_SEED, posture=posture)
+    reused.admit(torch.arange(4), target, q0, ONE_SEED.replace(centring=0.5), posture=posture)
     BlockLauncher(reused)(3)
-    assert (reused.has_posture == 1).all()
+    assert torch.equal(reused.gains[:, :2], torch.tensor([[LM.posture_gain, 0.5]] * 4, dtype=F64))
     reused.admit(torch.arange(4), target, q0, ONE_SEED)
-    assert (reused.has_posture == 0).all()
+    assert (reused.gains == 0).all() and reused.terms_used == {0, 1}
     for slots in (fresh, reused):
         BlockLauncher(slots)(5)
     for field in ("q", "best_q", "best_score", "mu", "iterations", "status", "cost"):

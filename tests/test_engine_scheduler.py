@@ -157,6 +157,20 @@ def test_cancel_retires_running_and_waiting_rows(robot):
     assert running.done.is_set() and waiting.done.is_set() and not engine.busy
 
 
+def test_a_target_cancelled_while_polishing_stands_solved(robot):
+    """With a secondary term a success polishes before its slot stops; cancelled (or out of time) then, the target
+    answers with its best success so far, solved."""
+    q, target = reachable(robot, 4, seed=15)
+    engine = Engine(robot, capacity=8, block=1)
+    request = engine.submit(target, q, OPTIONS.replace(manipulability=0.5))  # each starts at an answer
+    engine.step()  # the starts succeed and take a first polish step
+    assert (engine.slots.polish_from[:4] == 0).all() and (engine.slots.status[:4] == 0).all()  # RUNNING
+    engine.cancel(request)
+    engine.run()
+    assert request.status.tolist() == [SOLVED] * 4 and bool(request.result().success.all())
+    assert_verified(robot, request.result(), target, OPTIONS)
+
+
 def test_submit_from_other_threads_while_a_worker_steps(robot):
     engine = Engine(robot, capacity=16, block=4)
     stop = threading.Event()

@@ -94,7 +94,8 @@ def test_cli_flags_are_built_from_the_specs(spec: OptionSpec, capsys):
     args = parser.parse_args(["solve", "panda", "t.csv", "-o", "o.csv", action.option_strings[0], str(spec.maximum)])
     assert getattr(args, spec.name) == spec.maximum
     with pytest.raises(SystemExit):
-        parser.parse_args(["solve", "panda", "t.csv", "-o", "o.csv", action.option_strings[0], str(_below(spec))])
+        below = f"{action.option_strings[0]}={_below(spec)}"  # joined: argparse reads "-1e-06" alone as a flag
+        parser.parse_args(["solve", "panda", "t.csv", "-o", "o.csv", below])
     assert spec.describe_range() in capsys.readouterr().err
 
 

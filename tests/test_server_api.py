@@ -144,6 +144,24 @@ async def test_ik_solutions_reach_their_targets(
         assert s["position_error"] <= 1e-4 and s["orientation_error"] <= 1e-3 and s["iterations"] <= 200
 
 
+async def test_ik_takes_the_secondary_terms_and_refuses_manipulability_where_it_does_not_apply(
+    api: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """``centring`` and ``manipulability`` are request fields like every option; the solutions reach their targets,
+    and manipulability on a 3-joint arm is a 422 naming it."""
+    app, client = api
+    robot = robot_of(app, "ur5e")
+    _, targets = reachable(robot, 4)
+    body = {"targets": targets, "manipulability": 0.5, "centring": 1.0}
+    solutions = (await client.post("/v1/robots/ur5e/ik", json=body)).json()["solutions"]
+    q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+    assert all(s["success"] for s in solutions), [{k: v for k, v in s.items() if k != "q"} for s in solutions]
+    torch.testing.assert_close(robot.fk(q)[:, :3, 3], pose_to_matrix(pose_tensor(targets))[:, :3, 3], atol=2e-4, rtol=0)
+    _, planar = reachable(robot_of(app, "planar3"), 1)
+    response = await client.post("/v1/robots/planar3/ik", json={"targets": planar, "manipulability": 0.5})
+    assert response.status_code == 422 and "manipulability" in response.text
+
+
 async def test_ik_warm_start_at_the_answer_needs_no_iterations(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
     app, client = api
     q, targets = reachable(robot_of(app, "planar3"), 3)

@@ -22,6 +22,14 @@ class LMParameters:
         eps_floor: see ``lambda_min``.
         posture_gain: fraction of the distance to the posture pulled per step, in the null space.
         progress: a seed whose cost fell by less than this factor over one check restarts.
+        polish_progress, polish_iterations, polish_slack, polish_min_scale, polish_max_scale: with secondary terms a
+            successful seed polishes: within tolerance it takes the pulled step at a scale (from 1), kept iff the
+            terms' cost falls and the errors stay within ``polish_slack`` times the tolerances (the scale then
+            doubled up to ``polish_max_scale``, else quartered); out of tolerance, the plain step, kept iff it lowers
+            the pose's cost. Only configurations within tolerance are recorded. It stops when a step within
+            tolerance at a scale of 1 or less lowers the terms' cost by ``polish_progress`` of it (of 1 + its
+            magnitude) or less, when the scale falls below ``polish_min_scale``, when a correction is refused, or
+            ``polish_iterations`` after its first success.
         float32_margin: in float32 the solvers hold their errors to ``1 - float32_margin`` of the tolerances, so
             that a reported success still meets them in float64 (float32 kinematics round a target's error by
             about 1e-7 m per metre of reach: covered for position tolerances from 2e-5 m).
@@ -36,6 +44,11 @@ class LMParameters:
     eps_floor: float = 100
     posture_gain: float = 0.2
     progress: float = 0.5
+    polish_progress: float = 1e-12
+    polish_iterations: int = 32
+    polish_slack: float = 10.0
+    polish_min_scale: float = 1 / 64
+    polish_max_scale: float = 16.0
     float32_margin: float = 0.01
 
     def damping_floor(self, dtype: torch.dtype) -> float:

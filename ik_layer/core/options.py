@@ -19,7 +19,8 @@ from ik_layer.exceptions import IKLayerError
 __all__ = ["OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"]
 
 POSTURE_HELP = (
-    "preferred configuration: pulled towards in the Jacobian's null space, used as a seed, and preferred among "
+    "preferred configuration: pulled towards in the Jacobian's null space (a success then polished towards it), used "
+    "as a seed, and preferred among "
     "successful seeds (the joints only: with a floating base the base goes where the frames take it)"
 )
 """What ``posture`` (an argument of :func:`ik_layer.solve`, a field of the server's IK request) does, in one place."""
@@ -95,6 +96,22 @@ class SolveOptions:
     )
     restart_after: int = _option(int, 40, 1, 10_000, "iterations after which an unsolved seed restarts at random")
     check_every: int = _option(int, 4, 1, 1_000, "iterations between progress checks (stalled seeds restart)")
+    centring: float = _option(
+        float,
+        0.0,
+        0.0,
+        1.0,
+        "fraction of the joints' offsets from the middle of their limits pulled per step, in "
+        "the pose's null space (0: off); the most centred success ranks first",
+    )
+    manipulability: float = _option(
+        float,
+        0.0,
+        0.0,
+        1.0,
+        "gain of the pull away from singularities (down -log of Yoshikawa's measure) per step, "
+        "in the pose's null space (0: off; serial arms); the most manipulable success ranks first",
+    )
 
     def __post_init__(self) -> None:
         key: type = type(self)  # typed `type`: mypy takes a class with its own __hash__ for unhashable

@@ -65,6 +65,7 @@ class Problem:
         opts = SolveOptions.build(options, **option_changes)
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+        _check_terms(robot, opts)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
@@ -85,6 +86,23 @@ class Problem:
         """Number of targets ``n``."""
         return self.target.shape[0]
 
+    def with_inputs(
+        self, robot: Robot, options: SolveOptions, *, warm_start: Tensor | None, posture: Tensor | None
+    ) -> Problem:
+        """This problem's targets and weights with other ``options``, ``warm_start`` and ``posture`` (``(nq,)`` or
+        ``(n, nq)``), checked against ``robot`` as :meth:`prepare` checks them.
+
+        Raises:
+            IKLayerError: an argument is invalid; the message names it.
+        """
+        _check_terms(robot, options)
+        return replace(
+            self,
+            options=options,
+            warm_start=None if warm_start is None else robot.check_q(warm_start.to(robot.device), "warm_start"),
+            posture=None if posture is None else robot.check_q(posture.to(robot.device), "posture"),
+        )
+
     def select(self, rows: slice) -> Problem:
         """The targets ``rows`` (consecutive) as a problem of their own, flat."""
         part = self.target[rows]
@@ -95,6 +113,15 @@ class Problem:
             weights=self.weights[rows],
             warm_start=None if self.warm_start is None else self.warm_start[rows],
             posture=None if self.posture is None else self.posture[rows],
+        )
+
+
+def _check_terms(robot: Robot, options: SolveOptions) -> None:
+    """Refuse a secondary term that does not apply to ``robot``."""
+    if options.manipulability and not robot.chains.serial_arm:
+        raise IKLayerError(
+            "manipulability applies to serial arms only: one end-effector frame on a fixed base, at least 6 joints, "
+            "each an entry of the chain (no mimic joint)"
         )
 
 

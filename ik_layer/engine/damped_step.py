@@ -9,8 +9,8 @@ import torch
 import warp as wp
 
 from ik_layer.engine.configuration import configuration_functions
-from ik_layer.engine.kernel_types import kernel_types
 from ik_layer.model.chain import Layout
+from ik_layer.model.kernel_types import kernel_types
 
 __all__ = ["step_functions"]
 

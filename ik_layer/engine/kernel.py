@@ -9,16 +9,16 @@ the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), fo
    slot that meets its tolerances before its first iteration is SOLVED with 0 iterations;
 2. the damped step ``(H + (mu cost + floor) I) dq = J^T W e`` (``H = J^T W J``) by ``L D L^T`` (Cholesky
    without square roots), one active-set pass for the joints it pushes past a limit, the candidate
-   ``wrap(integrate(q, dq))``; a slot with a posture adds ``pull - (H + damping I)^-1 H pull``,
-   ``pull = LM.posture_gain (posture - q)`` over the joints, to both solves
+   ``wrap(integrate(q, dq))``; a slot with secondary terms (:mod:`ik_layer.terms`: posture, centring,
+   manipulability) adds ``pull - (H + damping I)^-1 H pull``, ``pull = -sum_k gain_k grad s_k``, to both solves
    (``ik_layer.reference._damped_step``: the pull projected on the null space);
 3. the candidate is kept iff it lowers the cost (``mu *= LM.mu_decrease``), else ``mu *= LM.mu_increase``
-   (:data:`ik_layer.core.lm.LM`); with a posture, a pulled candidate that does not lower the cost gives way to the
+   (:data:`ik_layer.core.lm.LM`); with a pull, a pulled candidate that does not lower the cost gives way to the
    plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
-   ``_Problem._record``: the score, or ``d / (1 + d)`` (``d`` the joints' distance to the posture) for a
-   success with a posture, so that among seeds of one target solved together the closest ranks first;
+   ``_Problem._record``: the score, or :func:`ik_layer.terms.rank_of_cost` (in (0, 1)) of the secondary cost for
+   a success with secondary terms, so that among seeds of one target solved together the cheapest ranks first;
 5. every ``check_every`` iterations a slot that progressed too little, ran ``restart_after``
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
@@ -54,11 +54,13 @@ import warp as wp
 from ik_layer.core.lm import LM
 from ik_layer.engine.configuration import configuration_functions
 from ik_layer.engine.damped_step import step_functions
-from ik_layer.engine.kernel_types import kernel_types
 from ik_layer.engine.pose_cost import pose_cost_functions
 from ik_layer.engine.restarts import restart_functions
 from ik_layer.model.chain import Layout
+from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, warp_types
+from ik_layer.terms import TERMS
+from ik_layer.terms.kernel_sum import gains_type, secondary_function
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
@@ -104,7 +106,7 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         restart_after: wp.array(dtype=wp.int32)
         check_every: wp.array(dtype=wp.int32)
         posture: wp.array2d(dtype=f)
-        has_posture: wp.array(dtype=wp.int32)
+        gains: wp.array(dtype=gains_type(dtype))
 
     @wp.struct
     class SlotState:
@@ -121,6 +123,8 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         age: wp.array(dtype=wp.int32)
         cost: wp.array(dtype=f)
         best_error: wp.array(dtype=vec2)
+        polish_from: wp.array(dtype=wp.int32)
+        polish_scale: wp.array(dtype=f)
 
     return SlotProblem, SlotState
 
@@ -140,8 +144,11 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
 
 @functools.cache
-def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = True) -> wp.Kernel:
-    """The LM block kernel for a robot of ``layout`` and ``dtype`` floats.
+def lm_block_kernel(
+    layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = True, terms: frozenset[int] = frozenset()
+) -> wp.Kernel:
+    """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms`` (indices
+    in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in.
 
     ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
     step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next
@@ -149,20 +156,62 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
     far fewer values per thread (``bench/kernel_resources.py``). Otherwise (the host store's, for CPUs) each
     candidate's one walk takes its Jacobian too. Both give the same answers, bit for bit.
 
-    Cached per ``(layout, dtype, lazy_jacobian)``; warp caches the compiled module on disk across processes.
+    Cached per ``(layout, dtype, lazy_jacobian, terms)``; warp caches the compiled module on disk across processes.
     Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the slots' two structs.
     """
     fns = lm_functions(layout, dtype)
     evaluate, residual, score_of, candidate = fns.evaluate, fns.residual, fns.score_of, fns.candidate
     wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
+    secondary = secondary_function(layout, dtype, terms)
+    with_terms = bool(terms)
+    ranks_with_jacobian = any(TERMS[k].needs_jacobian for k in terms)
     t = kernel_types(layout, dtype)
     f, vec2, Chain = t.f, t.vec2, t.Chain
-    frames, joints, nq, bq, bv = layout.frames, layout.joints, layout.nq, t.bq, t.bv
-    vecq, vect, vecr = t.vecq, t.vect, t.vecr
+    frames, nq, dof = layout.frames, layout.nq, layout.dof
+    vecq, vect, vecr, jac_t, mat33, vec3 = t.vecq, t.vect, t.vecr, t.jac_t, t.mat33, t.vec3
     SlotProblem, SlotState = slot_structs(dtype)
     floor = damping_floor(dtype)
     mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
-    posture_gain, progress = LM.posture_gain, LM.progress
+    progress, polish_progress, polish_iterations = LM.progress, LM.polish_progress, LM.polish_iterations
+    polish_slack, polish_min_scale, polish_max_scale = LM.polish_slack, LM.polish_min_scale, LM.polish_max_scale
+
+    @wp.func
+    def rank_of_cost(s: f) -> f:
+        """:func:`ik_layer.terms.rank_of_cost`: a success's rank from its secondary cost, in (0.25, 0.75)."""
+        return f(0.5) + f(0.25) * s / (f(1.0) + wp.abs(s))
+
+    @wp.func
+    def rank_at(
+        score: f,
+        q: vecq,
+        jac: jac_t,
+        goal: vecq,
+        gains: gains_type(dtype),
+        use_pull: wp.int32,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        chain: Chain,
+    ):
+        """The rank of ``q`` at ``score``: the score, or for a success with secondary terms
+        :func:`ik_layer.terms.rank_of_cost` of their cost (``jac`` at ``q`` where a term reads it); and 1 if that
+        success has nothing to polish (the terms' gradient is zero there), else 0."""
+        rank = score
+        settled = wp.int32(0)
+        if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
+            if use_pull != 0 and score <= f(1.0):
+                jac_q = jac
+                if wp.static(ranks_with_jacobian):  # the lazy Jacobian may lag q: taken afresh, once per success
+                    _e, jac_q, _cost = evaluate(q, i, target_rot, target_pos, w, chain)
+                grad, s = secondary(q, jac_q, goal, gains, chain)
+                rank = rank_of_cost(s)
+                moving = wp.int32(0)
+                for a in range(dof):
+                    if grad[a] != f(0.0):
+                        moving = 1
+                settled = 1 - moving
+        return rank, settled
 
     @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
@@ -178,7 +227,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             problem.tolerance,
         )
         budget, restart_after, check_every = problem.budget, problem.restart_after, problem.check_every
-        posture, has_posture = problem.posture, problem.has_posture
+        posture = problem.posture
         random_start, q_state, mu_state, best_q, best_score = (
             slot.random_start,
             slot.q,
@@ -188,6 +237,7 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
         )
         iterations, status, rng, rng_seed = slot.iterations, slot.status, slot.rng, slot.rng_seed
         check_cost, age_state, cost_state, best_error = slot.check_cost, slot.age, slot.cost, slot.best_error
+        polish_from, polish_scale = slot.polish_from, slot.polish_scale
         i = wp.tid()
         if status[i] != RUNNING:
             return
@@ -203,10 +253,15 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
         for a in range(nq):
             q[a] = q_state[i, a]
             bq_best[a] = best_q[i, a]
-        use_pull = has_posture[i]
-        if use_pull != 0:
-            for a in range(nq):
-                goal[a] = posture[i, a]
+        gains = problem.gains[i]
+        use_pull = wp.int32(0)
+        if wp.static(with_terms):
+            for k in range(wp.static(len(TERMS))):
+                if gains[k] != f(0.0):
+                    use_pull = 1
+            if use_pull != 0:
+                for a in range(nq):
+                    goal[a] = posture[i, a]
         mu = mu_state[i]
         best = best_score[i]
         berr = best_error[i]
@@ -218,6 +273,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
         every = check_every[i]
         patience = restart_after[i]
         st = int(RUNNING)
+        polish = polish_from[i]  # the iteration of the seed's first success with secondary terms, else -1
+        scale = polish_scale[i]  # the polish's step, a fraction of the pull
         drawn = random_start[i]
         if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
             state = wp.rand_init(rng_seed[i], wp.int32(state))
@@ -235,9 +292,14 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            best, bq_best, berr = record(score, q, e, w, goal, use_pull, best, bq_best, berr)
+            rank, settled = rank_at(score, q, jac, goal, gains, use_pull, i, target_rot, target_pos, w, chain)
+            best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
-                st = SOLVED
+                if use_pull == 0 or settled != 0:
+                    st = SOLVED
+                else:  # with secondary terms a success polishes first
+                    polish = 0
+                    scale = f(1.0)
 
         for _k in range(block):
             if st != RUNNING or it >= limit:
@@ -251,9 +313,60 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             # the damped step, then one active-set pass for the joints it pushes past a limit
             damping = mu * cost + f(floor)
             pull = vect()
-            if use_pull != 0:
-                for a in range(joints):
-                    pull[bv + a] = f(posture_gain) * (goal[bq + a] - q[bq + a])
+            s_now = f(0.0)
+            polishing = wp.int32(0)
+            if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
+                if use_pull != 0:
+                    grad, s_now = secondary(q, jac, goal, gains, chain)
+                    pull = -grad
+                    if polish >= 0:
+                        polishing = 1
+            if wp.static(with_terms):  # noqa: SIM102
+                if polishing != 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
+                    done = wp.int32(0)
+                    kept = wp.int32(0)
+                    within = wp.int32(0)
+                    step_pull = vect()
+                    if score_of(e, w, tol) <= f(1.0):
+                        within = 1
+                        step_pull = scale * pull
+                    q_new, ok = candidate(q, e, jac, w, damping, step_pull, within, chain)
+                    if ok != 0:
+                        e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
+                        _grad_new, s_new = secondary(q_new, jac_new, goal, gains, chain)
+                        score = score_of(e_new, w, tol)
+                        if within != 0:
+                            if score <= f(polish_slack) and s_new < s_now:
+                                kept = 1
+                        elif cost_new < cost:
+                            kept = 1
+                        if kept != 0:
+                            little = s_now - s_new <= f(polish_progress) * (f(1.0) + wp.abs(s_now))
+                            if within != 0 and score <= f(1.0) and little and scale <= f(1.0):
+                                done = 1  # (a larger step may overshoot to a near tie)
+                            q = q_new
+                            e = e_new
+                            jac = jac_new
+                            cost = cost_new
+                            stale = 0
+                            rank = score
+                            if score <= f(1.0):
+                                rank = rank_of_cost(s_new)
+                            best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
+                    if within != 0:
+                        if kept != 0:
+                            scale = wp.min(f(2.0) * scale, f(polish_max_scale))
+                        else:
+                            scale = f(0.25) * scale
+                            if scale < f(polish_min_scale):
+                                done = 1
+                    elif kept == 0:  # a correction that fails: the last success stands
+                        done = 1
+                    it += 1
+                    age += 1
+                    if done != 0 or it - polish >= polish_iterations:
+                        st = SOLVED
+                    continue
             # the pulled step; if it does not lower the cost, the plain one (the pull must not hold the seed back)
             accept = wp.int32(0)
             for attempt in range(2):
@@ -279,9 +392,14 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            best, bq_best, berr = record(score, q, e, w, goal, use_pull, best, bq_best, berr)
+            rank, settled = rank_at(score, q, jac, goal, gains, use_pull, i, target_rot, target_pos, w, chain)
+            best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
-                st = SOLVED
+                if use_pull == 0 or settled != 0:
+                    st = SOLVED
+                else:  # with secondary terms the success polishes from the next iteration
+                    polish = it
+                    scale = f(1.0)
             elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
                     q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
@@ -289,8 +407,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
                     age = 0
                     e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
                 last = cost
-        if st == RUNNING and it >= limit:
-            st = EXHAUSTED
+        if st == RUNNING and it >= limit:  # out of budget: solved if polishing a success
+            st = SOLVED if polish >= 0 else EXHAUSTED
 
         for a in range(nq):
             q_state[i, a] = q[a]
@@ -304,6 +422,8 @@ def lm_block_kernel(layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = Tr
         cost_state[i] = cost
         rng[i] = state
         random_start[i] = drawn
+        polish_from[i] = polish
+        polish_scale[i] = scale
         status[i] = st
 
     return lm_block

@@ -4,6 +4,7 @@ once."""
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import warp as wp
 
@@ -18,25 +19,18 @@ __all__ = ["BlockLauncher"]
 class BlockLauncher:
     """A recorded launch of :func:`lm_block_kernel` over one :class:`~ik_layer.engine.slots.Slots`.
 
-    The arguments (the robot's chains and the slots' warp views) are bound once; each call
+    One recorded launch per set of secondary terms the slots have used (:attr:`Slots.terms_used`): a plain solve
+    runs the kernel without them. The arguments (the robot's chains and the slots' warp views) are bound once; each call
     replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
     queued on torch's current stream, as the store gives it; on the CPU warp runs it before returning).
     Over a host store the launch skips warp's per-call argument packing (see :func:`_cpu_arguments`).
     """
 
     def __init__(self, slots: Slots) -> None:
-        robot = slots.robot
         self.slots = slots
-        self.kernel = lm_block_kernel(slots.layout, robot.dtype, slots.lazy_jacobian)
         self.device = wp.device_from_torch(slots.device)
-        inputs = [slots.chain, slots.problem, slots.state, 1]
-        self._block_index = len(inputs) - 1
-        with quiet_warp():  # the module compiles or loads here
-            self._command = wp.launch(
-                self.kernel, dim=slots.capacity, inputs=inputs, device=self.device, record_cmd=True
-            )
-        self._rows = slots.capacity
-        self._cpu_args = _cpu_arguments(self._command) if isinstance(slots, HostStore) else None
+        self._launches: dict[frozenset[int], _Launch] = {}
+        self._launch_for(slots.terms_used)  # the plain kernel compiles or loads here
 
     def __call__(self, block: int, rows: int | None = None) -> None:
         """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
@@ -47,17 +41,45 @@ class BlockLauncher:
             raise ValueError(f"rows must lie in [0, {self.slots.capacity}], got {rows!r}")
         if rows == 0:
             return
-        if rows != self._rows:
-            self._command.set_dim(rows)
-            self._rows = rows
-        if self._cpu_args is not None and not _cpu_capturing(self.device):
+        launch = self._launch_for(self.slots.terms_used)
+        if rows != launch.rows:
+            launch.command.set_dim(rows)
+            launch.rows = rows
+        if launch.cpu_args is not None and not _cpu_capturing(self.device):
             # The CPU launch without warp's per-call argument packing (37 fields): the bound arguments' struct is
             # built once; only the block and the bounds change.
-            self._cpu_args.block = block
-            self._command.hooks.forward(ctypes.byref(self._command.bounds), ctypes.byref(self._cpu_args))
+            launch.cpu_args.block = block
+            launch.command.hooks.forward(ctypes.byref(launch.command.bounds), ctypes.byref(launch.cpu_args))
             return
-        self._command.set_param_at_index(self._block_index, block)
-        self._command.launch(stream=self.slots.stream())
+        launch.command.set_param_at_index(_BLOCK_INDEX, block)
+        launch.command.launch(stream=self.slots.stream())
+
+    def _launch_for(self, terms: frozenset[int]) -> _Launch:
+        """The recorded launch of the kernel with the secondary ``terms`` compiled in, recorded at its first use."""
+        launch = self._launches.get(terms)
+        if launch is None:
+            slots = self.slots
+            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms)
+            with quiet_warp():  # the module compiles or loads here
+                command = wp.launch(
+                    kernel, dim=slots.capacity, inputs=[slots.chain, slots.problem, slots.state, 1],
+                    device=self.device, record_cmd=True,
+                )  # fmt: skip
+            cpu_args = _cpu_arguments(command) if isinstance(slots, HostStore) else None
+            launch = self._launches[terms] = _Launch(command, slots.capacity, cpu_args)
+        return launch
+
+
+_BLOCK_INDEX = 3  # the launch's inputs: chain, problem, state, block
+
+
+@dataclass
+class _Launch:
+    """One recorded launch: the command, the rows it was last set to, and its CPU argument struct (if built)."""
+
+    command: wp.Launch
+    rows: int
+    cpu_args: ctypes.Structure | None
 
 
 def _cpu_arguments(command: wp.Launch) -> ctypes.Structure | None:

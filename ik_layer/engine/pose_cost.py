@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import torch
 import warp as wp
 
-from ik_layer.engine.kernel_types import kernel_types
 from ik_layer.model.chain import Layout
+from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import chain_functions
 
 __all__ = ["pose_cost_functions"]

@@ -1,6 +1,6 @@
 """Starts, restarts and records of the LM kernel: random configurations from a slot's restart stream (a floating base
-placed where the first frame meets its target), and the best configuration so far, ranked as
-:mod:`ik_layer.reference` ranks seeds."""
+placed where the first frame meets its target), and the best configuration so far, of the lowest rank
+(as :mod:`ik_layer.reference` ranks seeds)."""
 
 # No `from __future__ import annotations`: warp reads the functions' annotations as live types.
 import functools
@@ -10,9 +10,9 @@ import torch
 import warp as wp
 
 from ik_layer.engine.configuration import configuration_functions
-from ik_layer.engine.kernel_types import kernel_types
 from ik_layer.engine.pose_cost import pose_cost_functions
 from ik_layer.model.chain import Layout
+from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import chain_functions
 
 __all__ = ["restart_functions"]
@@ -20,7 +20,7 @@ __all__ = ["restart_functions"]
 
 @functools.cache
 def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
-    """``aligned``, ``draw_start``, ``rank_of`` and ``record`` for a robot of ``layout`` in ``dtype`` floats."""
+    """``aligned``, ``draw_start`` and ``record`` for a robot of ``layout`` in ``dtype`` floats."""
     t = kernel_types(layout, dtype)
     f, vec2, vec3, mat33, Chain, vecq = t.f, t.vec2, t.vec3, t.mat33, t.Chain, t.vecq
     vecr, joints, floating, bq = t.vecr, layout.joints, layout.floating, t.bq
@@ -76,24 +76,9 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return aligned(out, i, target_rot, target_pos, w, chain), s
 
     @wp.func
-    def rank_of(score: f, q: vecq, goal: vecq, use_pull: wp.int32) -> f:
-        """The rank of ``solver._Problem._record``: ``score``, or for a success with a posture ``d / (1 + d)``
-        with ``d`` the joints' distance to the posture (below 1: the closer success ranks first)."""
-        if use_pull != 0 and score <= f(1.0):
-            s = f(0.0)
-            for a in range(joints):
-                s = s + (q[bq + a] - goal[bq + a]) * (q[bq + a] - goal[bq + a])
-            d = wp.sqrt(s)
-            return d / (f(1.0) + d)
-        return score
-
-    @wp.func
-    def record(
-        score: f, q: vecq, e: vecr, w: vecr, goal: vecq, use_pull: wp.int32, best: f, best_q: vecq, best_error: vec2
-    ):
-        """The best rank, configuration and errors so far after seeing ``q`` at ``score`` (as
-        ``reference._Problem._record``: the lower :func:`rank_of` wins)."""
-        rank = rank_of(score, q, goal, use_pull)
+    def record(rank: f, q: vecq, e: vecr, w: vecr, best: f, best_q: vecq, best_error: vec2):
+        """The best rank, configuration and errors so far after seeing ``q`` at ``rank`` (the lower wins, as
+        ``reference._Problem._record``: a score, or below 1 a success's secondary rank)."""
         if rank < best:
             return rank, q, errors_of(e, w)
         return best, best_q, best_error
@@ -101,6 +86,5 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     return SimpleNamespace(
         aligned=aligned,
         draw_start=draw_start,
-        rank_of=rank_of,
         record=record,
     )

@@ -300,6 +300,8 @@ class Engine:
         Call from one worker thread only; a request is answered at the step after its last target's block.
         """
         self._retire()
+        if not self._used:  # nothing runs: the next admissions bring their own secondary terms
+            self.slots.forget_terms()
         self._admit()
         if self._used:
             self._launch(self.block, self._top)
@@ -462,8 +464,8 @@ class Engine:
         """Retire the stopped ``slots`` of ``request``: their codes, iterations counted from target start, scores.
 
         A target answers with its first solved seed; with ``forced`` (cancel, deadline) every target of
-        these slots answers with its best seed so far; an exhausted seed frees its slot, and answers for its
-        target when no other seed of it runs or waits.
+        these slots answers with its best seed so far (solved if that seed met the tolerances, polishing); an
+        exhausted seed frees its slot, and answers for its target when no other seed of it runs or waits.
         """
         rows = self._row[slots]
         if forced is None and len(slots) == 1 and codes[0] == SOLVED:  # the common case: one seed solved
@@ -472,8 +474,11 @@ class Engine:
             self._answer(request, rows, used, code=SOLVED)
             return
         self._keep_best(request, rows, slots, scores)
-        if forced is not None:
-            self._answer(request, *_most_by(rows, used), code=forced)
+        if forced is not None:  # a target whose seed already succeeded (and was polishing) stands solved
+            rows, used = _most_by(rows, used)
+            succeeded = request.best_score[rows] < 1
+            self._answer(request, rows[succeeded], used[succeeded], code=SOLVED)
+            self._answer(request, rows[~succeeded], used[~succeeded], code=forced)
             return
         solved = np.flatnonzero(codes == SOLVED)
         exhausted = codes == EXHAUSTED

@@ -29,6 +29,7 @@ from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import init_warp
+from ik_layer.terms import TERMS, gains_of, used_terms
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
@@ -65,19 +66,22 @@ class Slots(ABC, Generic[StoreArray]):
     Attributes (torch tensors, first dimension ``capacity``; F end-effector frames, nq coordinates):
         target_rot (F, 3, 3), target_pos (F, 3), weights (F, 6), tolerance (2,) [m, rad]: the problem.
         budget, restart_after, check_every: int32 iteration counts of the problem.
-        posture (nq,), has_posture: the preferred configuration, used where the int32 flag is 1.
+        posture (nq,): the preferred configuration, where the posture's gain is not 0.
+        gains (T,): each secondary term's gain, in :data:`ik_layer.terms.TERMS` order (0: off).
         random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
             from the slot's restart stream), 2 once drawn, 0 for a given start.
         q (nq,), mu: the current configuration and relative damping.
         best_q (nq,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
-            score (error over tolerance, <= 1 is success), or ``d / (1 + d)`` for a success with a
-            posture at distance ``d`` from it (as ``ik_layer.reference._Problem._record``).
+            score (error over tolerance, <= 1 is success), or for a success with secondary terms
+            :func:`ik_layer.terms.rank_of_cost` of their cost, in (0, 1) (as ``ik_layer.reference``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
         rng: int32 bits of the uint32 restart RNG state (its stream offset until the first launch);
         rng_seed: int32 seed of the restart stream; check_cost: cost at the last progress check;
         age: int32 iterations since the slot's configuration (re)started.
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
+        polish_from: int32 iteration of the slot's first success with secondary terms (it then polishes), else -1;
+            polish_scale: the polish's step, a fraction of the terms' pull.
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
@@ -107,7 +111,8 @@ class Slots(ABC, Generic[StoreArray]):
         self.restart_after = torch.ones(n, **count)
         self.check_every = torch.ones(n, **count)
         self.posture = torch.zeros(n, nq, **real)
-        self.has_posture = torch.zeros(n, **count)
+        self.gains = torch.zeros(n, len(TERMS), **real)
+        self.terms_used: frozenset[int] = frozenset()  # of the slots admitted since the last forget_terms()
         self.random_start = torch.zeros(n, **count)
         self.q = torch.zeros(n, nq, **real)
         self.mu = torch.full((n,), LM.mu_init, **real)
@@ -121,6 +126,8 @@ class Slots(ABC, Generic[StoreArray]):
         self.check_cost = torch.full((n,), torch.inf, **real)
         self.cost = torch.full((n,), torch.inf, **real)
         self.best_error = torch.full((n, 2), torch.inf, **real)
+        self.polish_from = torch.full((n,), -1, **count)
+        self.polish_scale = torch.ones(n, **real)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
         self.problem, self.state = (self._bind(struct) for struct in slot_structs(self.dtype))  # the kernel's
@@ -217,7 +224,10 @@ class Slots(ABC, Generic[StoreArray]):
         put["budget"][idx] = options.max_iterations
         put["restart_after"][idx] = options.restart_after
         put["check_every"][idx] = options.check_every
-        put["has_posture"][idx] = 0 if posture is None else 1
+        gains = gains_of(options, posture is not None)
+        for k, gain in enumerate(gains):
+            put["gains"][idx, k] = gain
+        self.terms_used |= used_terms(gains)
         if posture is not None:
             put["posture"][idx] = value(posture)
         if q is None:
@@ -227,9 +237,14 @@ class Slots(ABC, Generic[StoreArray]):
             put["q"][idx] = value(q)
         put["mu"][idx] = LM.mu_init
         put["iterations"][idx] = 0
+        put["polish_from"][idx] = -1
         put["rng"][idx] = rng
         put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
         put["status"][idx] = RUNNING
+
+    def forget_terms(self) -> None:
+        """Let the launches drop the secondary terms: call when no slot runs (the next admissions add theirs)."""
+        self.terms_used = frozenset()
 
     def set_budget(self, index: np.ndarray | Sequence[int] | slice, budget: np.ndarray) -> None:
         """Set the iteration budgets (k,) of the slots ``index`` (after :meth:`admit`)."""

@@ -12,6 +12,17 @@ least-squares one for an arm with fewer than 6 joints. The backward pass never
 re-runs the solver: it is one damped solve per row plus one vector-Jacobian
 product of ``r``. Rows that did not converge get zero gradient.
 
+Secondary terms (:mod:`ik_layer.terms`: a posture, ``centring``, ``manipulability``) add their share to the
+optimality condition: with ``S`` the gain-weighted sum of their costs and ``P = I - A^+ A`` the projector on the
+null space of ``A = W^1/2 J``, the solution is a root of
+
+    F(q, T, tool, base) = [r; P grad S]   (6 + dof,)
+
+so the gradient follows the optimum of ``S`` on the target's solutions (a redundant arm moves its null-space
+motion as that optimum moves, not by the minimum norm). This is exact where the returned ``q`` is that optimum
+(``P grad S = 0``); the solver stops at its first success, so elsewhere it is the motion that keeps ``P grad S``
+as it is. Without secondary terms ``F = r``.
+
 Several end-effector frames (``load_robot(..., ee_frames=[...])``): ``r`` stacks the F frames'
 residuals (6F rows) and J their Jacobians; targets are (..., F, 4, 4), the tool is per frame
 ((..., F, 4, 4), or one (4, 4) for all) and the base is the robot's, shared by its frames ((..., 4, 4)).
@@ -36,6 +47,7 @@ from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.model.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
 from ik_layer.model.robot import Robot
 from ik_layer.reference import IKResult
+from ik_layer.terms import gains_of, secondary_gradient, used_terms
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
 
@@ -79,15 +91,28 @@ def ik_solve(
         ee_target = _per_frame(robot, invert_transform(base_t)) @ target_t @ invert_transform(tool_t)
         result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
     sqrt_w = _sqrt_weights(robot, weights)
+    changes = {k: v for k, v in solve_arguments.items() if k in OPTION_SPECS}
+    posture = solve_arguments.get("posture")
+    gains = gains_of(SolveOptions.build(options, **changes), posture is not None)
+    if posture is not None:  # as the solve took it: one per target row
+        posture = posture.expand_as(result.q)
 
     def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
-        pose = robot.fk(robot.integrate(result.q, dq))
-        r = sqrt_w * pose_error(target_, _per_frame(robot, base_) @ pose @ tool_)
-        return r.flatten(dq.dim() - 1)
+        q = robot.integrate(result.q, dq)
+        pose, jac = robot.kinematics(q, jacobian=True)  # torch kinematics: differentiable in q
+        r = (sqrt_w * pose_error(target_, _per_frame(robot, base_) @ pose @ tool_)).flatten(dq.dim() - 1)
+        if not used_terms(gains):
+            return r
+        weighted = (sqrt_w[..., None] * _tool_jacobian(robot, pose, jac, tool_, base_)).flatten(dq.dim() - 1, -2)
+        grad = secondary_gradient(robot, q, jac.flatten(dq.dim() - 1, -2), posture, gains)
+        return torch.cat((r, _null_space_part(weighted, grad)), -1)
 
-    with torch.no_grad():
-        jac = -sqrt_w[..., None] * _tool_jacobian(robot, result.q, tool_t, base_t)
-        jac = jac.flatten(result.q.dim() - 1, -2)
+    jac = None  # the secondary rows' Jacobian: by autograd
+    if not used_terms(gains):
+        with torch.no_grad():
+            pose, ee_jac = robot.fk_jacobian(result.q)
+            jac = -sqrt_w[..., None] * _tool_jacobian(robot, pose, ee_jac, tool_t, base_t)
+            jac = jac.flatten(result.q.dim() - 1, -2)
     at_solution = result.q.new_zeros(*result.q.shape[:-1], robot.dof)
     dq = implicit_root(at_solution, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
     q = robot.integrate(result.q, dq)
@@ -143,9 +168,19 @@ def _per_frame(robot: Robot, base: Tensor) -> Tensor:
     return base if robot.ee_frames is None else base.unsqueeze(-3)
 
 
-def _tool_jacobian(robot: Robot, q: Tensor, tool: Tensor, base: Tensor) -> Tensor:
-    """Jacobian (..., [F,] 6, dof) of ``base @ fk(q) @ tool``: origin at the tool, axes of the world."""
-    pose, jac = robot.fk_jacobian(q)
+def _null_space_part(jac: Tensor, grad: Tensor) -> Tensor:
+    """``P grad`` (..., dof): ``grad`` (..., dof) projected on the null space of ``jac`` (..., m, dof),
+    ``P = I - J^T (J J^T)^-1 J`` (damped at round-off, so a rank-deficient ``jac`` keeps a finite projector)."""
+    gram = jac @ jac.mT
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    floor = torch.finfo(gram.dtype).eps * gram.diagonal(dim1=-2, dim2=-1).sum(-1)[..., None, None]
+    inner = torch.linalg.solve(gram + floor * eye, jac @ grad[..., None])
+    return grad - (jac.mT @ inner).squeeze(-1)
+
+
+def _tool_jacobian(robot: Robot, pose: Tensor, jac: Tensor, tool: Tensor, base: Tensor) -> Tensor:
+    """Jacobian (..., [F,] 6, dof) of ``base @ pose @ tool`` from the end-effector's ``pose`` and Jacobian ``jac``
+    (:meth:`Robot.fk_jacobian`): origin at the tool, axes of the world."""
     lever = pose[..., :3, :3] @ tool[..., :3, 3:]  # ee -> tool origin, base axes
     linear = jac[..., :3, :] - skew(lever.squeeze(-1)) @ jac[..., 3:, :]
     rot = _per_frame(robot, base)[..., :3, :3]

@@ -98,3 +98,14 @@ class ChainDescription:
     def device(self) -> torch.device:
         """Where the tensors live."""
         return self.lower.device
+
+    @property
+    def serial_arm(self) -> bool:
+        """Whether the robot is one serial arm: one end-effector frame on a fixed base, at least 6 joints, each
+        joint an entry of the chain, in order (no mimic joint, none off the chain), as the manipulability term
+        needs."""
+        layout = self.layout
+        if layout.frames != 1 or layout.floating or layout.joints < 6 or self.cols.numel() != layout.joints:
+            return False
+        in_order = torch.equal(self.cols.cpu(), torch.arange(layout.joints))
+        return in_order and bool((self.scale == 1).all())
