@@ -39,6 +39,21 @@ def test_warm_start_bench_verifies_its_answers():
 
 
 @pytest.mark.slow
+def test_cost_terms_bench_verifies_its_answers():
+    script = ROOT / "bench" / "cost_terms.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--repeats", "1", "--threads", "1"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits non-zero on an unconfirmed success
+    assert "every success confirmed with Pinocchio" in done.stdout
+    rows = {line.split("|")[1].strip(): line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"plain", "centring=1", "manipulability=0.5"}
+    assert float(rows["centring=1"][6]) < float(rows["plain"][6])  # nearer the middle of the limits
+    assert float(rows["manipulability=0.5"][7]) > float(rows["plain"][7])  # further from singularities
+
+
+@pytest.mark.slow
 def test_active_joints_bench_verifies_its_answers(erd_urdf):
     urdf = erd_urdf("tiago_description/robots/tiago_dual.urdf")
     script = ROOT / "bench" / "active_joints.py"
