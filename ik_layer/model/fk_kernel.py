@@ -10,18 +10,15 @@ writes the pose and the Jacobian rows: no temporaries, one launch, on the CPU an
 
 # No `from __future__ import annotations`: warp reads the kernel's annotations as live types.
 import functools
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, overload
 
 import torch
 import warp as wp
 from torch import Tensor
 
-from ik_layer.model.chain import Layout
+from ik_layer.model.chain import ChainDescription, Layout
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, bind_chain, chain_functions, chain_struct, warp_types
 from ik_layer.model.warp_runtime import quiet_warp, torch_stream
-
-if TYPE_CHECKING:
-    from ik_layer.model.robot import Robot  # which imports this module on first use
 
 __all__ = ["fk_kernel", "forward", "takes"]
 
@@ -76,28 +73,33 @@ def fk_kernel(layout: Layout, dtype: torch.dtype, jacobian: bool) -> wp.Kernel:
 
 
 @overload
-def forward(robot: "Robot", q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+def forward(
+    chains: ChainDescription, q: Tensor, frames: tuple[int, ...], *, jacobian: Literal[True]
+) -> tuple[Tensor, Tensor]: ...
 @overload
-def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
-def forward(robot: "Robot", q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-    """``robot.kinematics(q, jacobian=...)``'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path
-    (``robot``: the :class:`ik_layer.Robot` that calls this): pose (..., [F,] 4, 4) and, if asked, Jacobian
-    (..., [F,] 6, dof), new tensors on ``q``'s device."""
-    chains = robot.chains
+def forward(
+    chains: ChainDescription, q: Tensor, frames: tuple[int, ...], *, jacobian: bool
+) -> tuple[Tensor, Tensor | None]: ...
+def forward(
+    chains: ChainDescription, q: Tensor, frames: tuple[int, ...], *, jacobian: bool
+) -> tuple[Tensor, Tensor | None]:
+    """:meth:`ik_layer.Robot.kinematics`'s values for a checked ``q`` (..., nq) that :func:`takes` the fused path, on
+    the robot's ``chains`` (``frames``: ``()`` for one end-effector frame, ``(F,)`` for a list of them): pose
+    (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof), new tensors on ``q``'s device."""
     layout = chains.layout
-    batch, frames = q.shape[:-1], robot.target_shape[:-2]
-    flat = q.detach().reshape(-1, robot.nq).contiguous()
+    batch = q.shape[:-1]
+    flat = q.detach().reshape(-1, layout.nq).contiguous()
     n = flat.shape[0]
     pose = torch.empty(n, 4 * layout.frames, 4, dtype=q.dtype, device=q.device)
-    jac = torch.empty(n, 6 * layout.frames, robot.dof if jacobian else 0, dtype=q.dtype, device=q.device)
+    jac = torch.empty(n, 6 * layout.frames, layout.dof if jacobian else 0, dtype=q.dtype, device=q.device)
     if n:
         with quiet_warp():  # the first launch compiles or loads the module
             wp.launch(
-                fk_kernel(layout, robot.dtype, jacobian),
+                fk_kernel(layout, chains.dtype, jacobian),
                 dim=n,
                 inputs=[bind_chain(chains), wp.from_torch(flat), wp.from_torch(pose), wp.from_torch(jac)],
                 device=wp.device_from_torch(q.device),
                 stream=torch_stream(q.device),
             )
     pose = pose.reshape(*batch, *frames, 4, 4)
-    return pose, jac.reshape(*batch, *frames, 6, robot.dof) if jacobian else None
+    return pose, jac.reshape(*batch, *frames, 6, layout.dof) if jacobian else None

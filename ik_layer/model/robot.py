@@ -447,7 +447,9 @@ class Robot(nn.Module):
         """:meth:`kinematics` of a checked ``q``: by one fused kernel where no autograd runs through ``q``."""
         from ik_layer.model.fk_kernel import forward, takes  # warp, loaded on first use
 
-        return forward(self, q, jacobian=jacobian) if takes(q) else self.kinematics(q, jacobian=jacobian)
+        if takes(q):
+            return forward(self.chains, q, self.target_shape[:-2], jacobian=jacobian)
+        return self.kinematics(q, jacobian=jacobian)
 
     def to_pinocchio_q(self, q: Tensor) -> Tensor:
         """Pinocchio configuration (..., model.nq) of :attr:`model` at ``q`` (..., nq): continuous joints as
