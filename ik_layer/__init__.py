@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
+    from ik_layer.collision.shapes import Box, Capsule, Sphere
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem
     from ik_layer.core.result import IKResult
@@ -68,12 +69,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.core.problem": ("Problem",),
     "ik_layer.core.result": ("IKResult",),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
+    "ik_layer.collision.shapes": ("Box", "Capsule", "Sphere"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
 
 __all__ = [
+    "Box",
     "CLIError",
+    "Capsule",
     "DTypeError",
     "DeviceError",
     "Engine",
@@ -95,6 +99,7 @@ __all__ = [
     "RobotNotFound",
     "ShapeError",
     "SolveOptions",
+    "Sphere",
     "UnsupportedModelError",
     "as_transform",
     "batch_jacobian",

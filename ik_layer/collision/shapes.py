@@ -1,0 +1,111 @@
+"""Obstacles in the robot's base frame, and the signed distance from a point to each.
+
+Three shapes, each a batch (leading dims broadcast with the points'): :class:`Sphere` (centre, radius), :class:`Box`
+(pose as a 4x4 transform or a 7-vector ``[x, y, z, qx, qy, qz, qw]``, full side lengths) and :class:`Capsule`
+(the end points of its axis, radius). ``shape.signed_distance(points)`` is the distance from ``points`` (..., 3) to
+the shape's surface, negative inside; the distance between a sphere of radius ``r`` centred at ``p`` and the shape
+is ``shape.signed_distance(p) - r``. Differentiable in the points and in the shape's parameters.
+
+Every constructor checks its arguments and raises an :class:`~ik_layer.IKLayerError` naming the bad one: wrong
+shapes, non-finite values, radii or side lengths that are not positive, a pose that is not rigid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.model.lie import as_transform
+
+__all__ = ["Box", "Capsule", "Obstacle", "Sphere"]
+
+
+def _tensor(value: object, name: str, last: int | None) -> Tensor:
+    """``value`` as a floating-point tensor (float64 unless it is a floating tensor already), its last dimension
+    ``last`` (None: a batch of scalars), every entry finite."""
+    if isinstance(value, Tensor):
+        t = value if value.is_floating_point() else value.to(torch.float64)
+    else:
+        try:
+            t = torch.as_tensor(value, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise IKLayerError(f"{name} must be numbers, got {type(value).__name__}") from err
+    if last is not None and (t.dim() < 1 or t.shape[-1] != last):
+        raise ShapeError(f"{name} must have shape (..., {last}), got {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise NonFiniteError(f"{name} must be finite")
+    return t
+
+
+def _positive(value: object, name: str, last: int | None) -> Tensor:
+    t = _tensor(value, name, last)
+    if not bool((t > 0).all()):
+        raise IKLayerError(f"{name} must be positive, got {t.min().item():g} at least once")
+    return t
+
+
+@dataclass(frozen=True)
+class Sphere:
+    """A ball: ``center`` (..., 3) [m], ``radius`` (...) [m], > 0."""
+
+    center: Tensor
+    radius: Tensor
+
+    def __init__(self, center: object, radius: object) -> None:
+        object.__setattr__(self, "center", _tensor(center, "center", 3))
+        object.__setattr__(self, "radius", _positive(radius, "radius", None))
+
+    def signed_distance(self, points: Tensor) -> Tensor:
+        """Distance (...) from ``points`` (..., 3) to the sphere's surface, negative inside."""
+        return (points - self.center).norm(dim=-1) - self.radius
+
+
+@dataclass(frozen=True)
+class Box:
+    """An oriented box: ``pose`` (..., 4, 4) its centre and axes in the base frame (given as a transform or a
+    7-vector), ``size`` (..., 3) [m] its full side lengths along its own axes, each > 0."""
+
+    pose: Tensor
+    size: Tensor
+
+    def __init__(self, pose: object, size: object) -> None:
+        object.__setattr__(self, "pose", as_transform(_tensor(pose, "pose", None), "pose"))
+        object.__setattr__(self, "size", _positive(size, "size", 3))
+
+    def signed_distance(self, points: Tensor) -> Tensor:
+        """Distance (...) from ``points`` (..., 3) to the box's surface, negative inside."""
+        rot, origin = self.pose[..., :3, :3], self.pose[..., :3, 3]
+        local = ((points - origin)[..., None, :] @ rot).squeeze(-2)  # R^T (p - t), as a row vector
+        beyond = local.abs() - self.size / 2  # per axis: > 0 outside that slab
+        outside = beyond.clamp_min(0).norm(dim=-1)
+        inside = beyond.amax(dim=-1).clamp_max(0)
+        return outside + inside
+
+
+@dataclass(frozen=True)
+class Capsule:
+    """The points within ``radius`` (...) [m] of the segment from ``a`` to ``b`` (..., 3) [m]."""
+
+    a: Tensor
+    b: Tensor
+    radius: Tensor
+
+    def __init__(self, a: object, b: object, radius: object) -> None:
+        object.__setattr__(self, "a", _tensor(a, "a", 3))
+        object.__setattr__(self, "b", _tensor(b, "b", 3))
+        object.__setattr__(self, "radius", _positive(radius, "radius", None))
+
+    def signed_distance(self, points: Tensor) -> Tensor:
+        """Distance (...) from ``points`` (..., 3) to the capsule's surface, negative inside."""
+        axis = self.b - self.a
+        length_sq = (axis * axis).sum(-1, keepdim=True)
+        along = ((points - self.a) * axis).sum(-1, keepdim=True) / length_sq.clamp_min(torch.finfo(axis.dtype).tiny)
+        nearest = self.a + along.clamp(0, 1) * axis  # a point of the segment (a itself for a = b)
+        return (points - nearest).norm(dim=-1) - self.radius
+
+
+Obstacle = Sphere | Box | Capsule
+"""Any obstacle shape."""
