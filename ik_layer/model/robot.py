@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, SupportsIndex, cast, overload
@@ -59,6 +60,7 @@ __all__ = ["Robot", "chain_kinematics", "load_robot"]
 
 # Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
 _log = logging.getLogger("ik_layer")
+_FRAME_CHAINS = 16  # frame lists whose chains Robot.fk(q, frames=...) keeps built
 _SUPPORTED_DTYPES = (torch.float32, torch.float64)
 _TURN = 2 * math.pi  # [rad]
 
@@ -252,6 +254,8 @@ class Robot(nn.Module):
         stacked = self.ee_frames is not None
         for key, value in _frames_buffers(model, selection.ee_frames, sources, stacked=stacked).items():
             self.register_buffer(key, value)
+        self._chain_model, self._sources = model, sources  # chains to other frames (fk(q, frames=...)), on demand
+        self._frame_chains: OrderedDict[tuple[str, ...], dict[str, Tensor]] = OrderedDict()
 
     @property
     def dtype(self) -> torch.dtype:
@@ -398,46 +402,73 @@ class Robot(nn.Module):
         The unchecked path for inner loops (no host sync, so it also works under
         ``torch.func.vmap``); :meth:`fk` and :meth:`fk_jacobian` validate first.
         """
+        return self._walk(q, cast("Mapping[str, Tensor]", self._buffers), jacobian)  # registered: never None
+
+    def _walk(self, q: Tensor, chains: Mapping[str, Tensor], jacobian: bool) -> tuple[Tensor, Tensor | None]:
+        """:meth:`kinematics` along ``chains`` (:func:`_frames_buffers`'s keys): the end-effector frames' or others'."""
         joints = q[..., self._base_nq :]
+        cols, scale = chains["_chain_cols"], chains["_chain_scale"]
         pose, j_chain = chain_kinematics(
-            joints[..., self._chain_cols] * self._chain_scale + self._chain_offset,
-            self._place_rot,
-            self._place_rot_k,
-            self._place_rot_k2,
-            self._place_pos,
-            self._slide,
-            self._axis,
-            self._revolute,
-            self._tip,
+            joints[..., cols] * scale + chains["_chain_offset"],
+            chains["_place_rot"],
+            chains["_place_rot_k"],
+            chains["_place_rot_k2"],
+            chains["_place_pos"],
+            chains["_slide"],
+            chains["_axis"],
+            chains["_revolute"],
+            chains["_tip"],
             jacobian=jacobian,
         )
         jac = None
         if j_chain is not None:
             full = j_chain.new_zeros(*j_chain.shape[:-1], self.dof - self._base_nv)
-            cols = self._chain_cols[..., None, :].expand(j_chain.shape)
-            jac = full.scatter_add(-1, cols, j_chain * self._chain_scale[..., None, :])
+            jac = full.scatter_add(-1, cols[..., None, :].expand(j_chain.shape), j_chain * scale[..., None, :])
         return base_kinematics(q[..., :BASE_NQ], pose, jac) if self.floating_base else (pose, jac)
 
-    def fk(self, q: Tensor) -> Tensor:
+    def fk(self, q: Tensor, frames: Sequence[str] | None = None) -> Tensor:
         """End-effector pose ``T_base_ee`` (..., 4, 4) of ``q`` (..., nq), or (..., F, 4, 4); differentiable.
 
+        ``frames``: any frames of the model instead (links, joints, sensors...), (..., len(frames), 4, 4).
         With a floating base the pose is in the world (``T_world_ee``). Differentiable when ``q`` requires grad;
-        otherwise computed by one fused kernel (as :meth:`fk_jacobian`).
+        otherwise the end-effector frames' are computed by one fused kernel (as :meth:`fk_jacobian`).
         """
+        if frames is not None:
+            return self._walk(self.check_q(q), self._chains_to(frames), jacobian=False)[0]
         return self._forward(self.check_q(q), jacobian=False)[0]
 
-    def fk_jacobian(self, q: Tensor) -> tuple[Tensor, Tensor]:
+    def fk_jacobian(self, q: Tensor, frames: Sequence[str] | None = None) -> tuple[Tensor, Tensor]:
         """``T_base_ee`` (..., 4, 4) and the geometric Jacobian (..., 6, dof) in one pass; with F frames
-        (..., F, 4, 4) and (..., F, 6, dof).
+        (..., F, 4, 4) and (..., F, 6, dof); ``frames``: any frames of the model instead, as in :meth:`fk`.
 
         Jacobian rows are [linear; angular], origin at the end-effector frame, axes of the base (the world
         with a floating base: Pinocchio's ``LOCAL_WORLD_ALIGNED``); a mimic joint's motion is in its leader's
         column; a floating base's columns come first, for its twist in its own frame.
 
-        Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes both
-        (:mod:`ik_layer.model.fk_kernel`), with the same values.
+        Differentiable when ``q`` requires grad (torch kinematics); otherwise one fused kernel computes the
+        end-effector frames' (:mod:`ik_layer.model.fk_kernel`), with the same values.
         """
+        if frames is not None:
+            pose, jac = self._walk(self.check_q(q), self._chains_to(frames), jacobian=True)
+            assert jac is not None  # asked for
+            return pose, jac
         return self._forward(self.check_q(q), jacobian=True)
+
+    def _chains_to(self, frames: Sequence[str]) -> dict[str, Tensor]:
+        """The chains to ``frames`` (stacked), on the robot's device and dtype, built once per frame list (the last
+        :data:`_FRAME_CHAINS` lists kept)."""
+        if isinstance(frames, str) or not all(isinstance(f, str) for f in frames) or not frames:
+            raise IKLayerError(f"frames must be a non-empty list of frame names, got {frames!r}")
+        key = tuple(frames)
+        chains = self._frame_chains.get(key)
+        if chains is None or chains["_tip"].device != self.device or chains["_tip"].dtype != self.dtype:
+            built = _frames_buffers(self._chain_model, list(key), self._sources, stacked=True)
+            chains = {k: v.to(self.device, self.dtype if v.is_floating_point() else v.dtype) for k, v in built.items()}
+            self._frame_chains[key] = chains
+            while len(self._frame_chains) > _FRAME_CHAINS:
+                self._frame_chains.popitem(last=False)
+        self._frame_chains.move_to_end(key)
+        return chains
 
     @overload
     def _forward(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
