@@ -20,7 +20,7 @@ from torch import Tensor
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import as_transform
 
-__all__ = ["Box", "Capsule", "Obstacle", "Sphere"]
+__all__ = ["Box", "Capsule", "Sphere"]
 
 
 def _tensor(value: object, name: str, last: int | None) -> Tensor:
@@ -105,7 +105,3 @@ class Capsule:
         along = ((points - self.a) * axis).sum(-1, keepdim=True) / length_sq.clamp_min(torch.finfo(axis.dtype).tiny)
         nearest = self.a + along.clamp(0, 1) * axis  # a point of the segment (a itself for a = b)
         return (points - nearest).norm(dim=-1) - self.radius
-
-
-Obstacle = Sphere | Box | Capsule
-"""Any obstacle shape."""

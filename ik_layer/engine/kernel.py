@@ -17,7 +17,7 @@ the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), fo
    plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
-   ``_Problem._record``: the score, or :func:`ik_layer.terms.rank_of_cost` (in (0, 1)) of the secondary cost for
+   ``_Problem._record``: the score, or :func:`ik_layer.terms.rank_of_cost` (in (0.25, 0.75)) of the secondary cost for
    a success with secondary terms, so that among seeds of one target solved together the cheapest ranks first;
 5. every ``check_every`` iterations a slot that progressed too little, ran ``restart_after``
    iterations or stalled at the largest damping restarts from a uniform random configuration;
@@ -314,15 +314,12 @@ def lm_block_kernel(
             damping = mu * cost + f(floor)
             pull = vect()
             s_now = f(0.0)
-            polishing = wp.int32(0)
             if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
                 if use_pull != 0:
                     grad, s_now = secondary(q, jac, goal, gains, chain)
                     pull = -grad
-                    if polish >= 0:
-                        polishing = 1
             if wp.static(with_terms):  # noqa: SIM102
-                if polishing != 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
+                if polish >= 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
                     done = wp.int32(0)
                     kept = wp.int32(0)
                     within = wp.int32(0)

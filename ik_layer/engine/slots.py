@@ -73,7 +73,7 @@ class Slots(ABC, Generic[StoreArray]):
         q (nq,), mu: the current configuration and relative damping.
         best_q (nq,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
             score (error over tolerance, <= 1 is success), or for a success with secondary terms
-            :func:`ik_layer.terms.rank_of_cost` of their cost, in (0, 1) (as ``ik_layer.reference``).
+            :func:`ik_layer.terms.rank_of_cost` of their cost, in (0.25, 0.75) (as ``ik_layer.reference``).
         iterations: int32 iterations used; status: int32 ``RUNNING``, ``SOLVED``, ``EXHAUSTED`` or ``EMPTY``.
         rng: int32 bits of the uint32 restart RNG state (its stream offset until the first launch);
         rng_seed: int32 seed of the restart stream; check_cost: cost at the last progress check;

@@ -20,8 +20,8 @@ null space of ``A = W^1/2 J``, the solution is a root of
 
 so the gradient follows the optimum of ``S`` on the target's solutions (a redundant arm moves its null-space
 motion as that optimum moves, not by the minimum norm). This is exact where the returned ``q`` is that optimum
-(``P grad S = 0``); the solver stops at its first success, so elsewhere it is the motion that keeps ``P grad S``
-as it is. Without secondary terms ``F = r``.
+(``P grad S = 0``); the solver polishes its successes towards it (:data:`ik_layer.core.lm.LM`'s ``polish_*``), and
+where a polish stopped short it is the motion that keeps ``P grad S`` as it is. Without secondary terms ``F = r``.
 
 Several end-effector frames (``load_robot(..., ee_frames=[...])``): ``r`` stacks the F frames'
 residuals (6F rows) and J their Jacobians; targets are (..., F, 4, 4), the tool is per frame
@@ -170,12 +170,8 @@ def _per_frame(robot: Robot, base: Tensor) -> Tensor:
 
 def _null_space_part(jac: Tensor, grad: Tensor) -> Tensor:
     """``P grad`` (..., dof): ``grad`` (..., dof) projected on the null space of ``jac`` (..., m, dof),
-    ``P = I - J^T (J J^T)^-1 J`` (damped at round-off, so a rank-deficient ``jac`` keeps a finite projector)."""
-    gram = jac @ jac.mT
-    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-    floor = torch.finfo(gram.dtype).eps * gram.diagonal(dim1=-2, dim2=-1).sum(-1)[..., None, None]
-    inner = torch.linalg.solve(gram + floor * eye, jac @ grad[..., None])
-    return grad - (jac.mT @ inner).squeeze(-1)
+    ``P = I - J^+ J`` with the backward's own damped pseudo-inverse (zero where ``jac`` has no null space)."""
+    return grad - (damped_pseudo_inverse(jac) @ (jac @ grad[..., None])).squeeze(-1)
 
 
 def _tool_jacobian(robot: Robot, pose: Tensor, jac: Tensor, tool: Tensor, base: Tensor) -> Tensor:
