@@ -34,9 +34,10 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.layer.ik import IKLayer, ik, ik_solve, target_gradient
     from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
     from ik_layer.layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
+    from ik_layer.loading import load_robot
     from ik_layer.model.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
     from ik_layer.model.lie import as_transform, matrix_to_pose
-    from ik_layer.model.robot import Robot, load_robot
+    from ik_layer.model.robot import Robot
     from ik_layer.model.sources import MODEL_SUFFIXES
     from ik_layer.robots import builtin_robots
 
@@ -60,7 +61,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.layer.implicit": ("damped_pseudo_inverse", "implicit_inverse", "implicit_root"),
     "ik_layer.layer.jacobian": ("batch_jacobian", "jacobian_rules", "register_jacobian", "sequential_jacobian"),
     "ik_layer.model.lie": ("as_transform", "matrix_to_pose"),
-    "ik_layer.model.robot": ("Robot", "load_robot"),
+    "ik_layer.model.robot": ("Robot",),
+    "ik_layer.loading": ("load_robot",),
     "ik_layer.model.sources": ("MODEL_SUFFIXES",),
     "ik_layer.layer.ik": ("IKLayer", "ik", "ik_solve", "target_gradient"),
     "ik_layer.model.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
@@ -40,6 +42,7 @@ def solve(
     warm_start: Tensor | None = None,
     weights: Tensor | None = None,
     posture: Tensor | None = None,
+    obstacles: Sequence[Obstacle] = (),
     generator: torch.Generator | None = None,
     reference: bool = False,
     engine: Engine | None = None,
@@ -82,10 +85,20 @@ def solve(
     if reference and engine is not None:
         raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
     problem = Problem.prepare(
-        robot, target, options, warm_start=warm_start, weights=weights, posture=posture, **option_changes
+        robot,
+        target,
+        options,
+        warm_start=warm_start,
+        weights=weights,
+        posture=posture,
+        obstacles=obstacles,
+        **option_changes,
     )
     robot.check_generator(generator)
-    if reference:
+    collision = bool(problem.obstacles) or bool(problem.options.self_collision)
+    if collision and engine is not None:
+        raise IKLayerError("the engine does not solve with obstacles or self_collision yet: leave engine out")
+    if reference or collision:
         return solve_reference(robot, problem, generator)
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
     if engine is not None:

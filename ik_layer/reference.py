@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
@@ -41,9 +42,11 @@ def solve_reference(robot: Robot, problem: Problem, generator: torch.Generator |
 
     :func:`ik_layer.solve` runs it with ``reference=True``; ``generator`` draws the random seeds.
     """
-    run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator)
+    collision = CollisionCost.of(robot, problem.obstacles, problem.options)
+    run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision)
     q, ok, pos_err, ori_err, iters = run.run(problem.warm_start)
-    return IKResult(q, ok, pos_err, ori_err, iters).reshaped(problem.batch)
+    least = None if collision is None else collision.min_distance(robot, q)
+    return IKResult(q, ok, pos_err, ori_err, iters, least).reshaped(problem.batch)
 
 
 class _Problem:
@@ -57,6 +60,7 @@ class _Problem:
         options: SolveOptions,
         posture: Tensor | None,
         generator: torch.Generator | None,
+        collision: CollisionCost | None = None,
     ) -> None:
         self.robot = robot
         self.target = target
@@ -66,6 +70,8 @@ class _Problem:
         self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
         self.gains = gains_of(options, posture is not None)
+        self.collision = collision
+        self.pulls = bool(used_terms(self.gains)) or collision is not None  # seeds pull in the null space, polish
         self.generator = generator
         n = target.shape[0]
         self.best_q = target.new_zeros(n, robot.nq)
@@ -75,6 +81,26 @@ class _Problem:
     def posture_rows(self, rows: Tensor) -> Tensor | None:
         """The posture (A, 1, nq) of ``rows``, or None."""
         return None if self.posture is None else self.posture[rows, None]
+
+    def secondary(self, rows: Tensor, q: Tensor, jac: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """At ``q`` (A, S, nq) with its pose Jacobian: the secondary cost (A, S) (the terms' and the collision
+        term's), its gradient (A, S, dof) and the least collision distance (A, S) (+inf without collision)."""
+        posture = self.posture_rows(rows)
+        cost = secondary_cost(self.robot, q, jac, posture, self.gains)
+        gradient = secondary_gradient(self.robot, q, jac, posture, self.gains)
+        if self.collision is None:
+            return cost, gradient, torch.full_like(cost, torch.inf)
+        collision_cost, collision_gradient, least = self.collision.cost_and_gradient(self.robot, q)
+        return cost + LM.collision_gain * collision_cost, gradient + LM.collision_gain * collision_gradient, least
+
+    def gated(self, score: Tensor, least: Tensor) -> Tensor:
+        """The score of configurations of pose score ``score`` and least collision distance ``least``: one within
+        the pose tolerances but closer than the margin scores ``1 + (margin - least) / activation`` (a failure, the
+        worse the deeper)."""
+        if self.collision is None:
+            return score
+        depth = 1 + (self.collision.margin - least) / self.collision.activation
+        return torch.where((score <= 1) & ~self.collision.free(least), depth, score)
 
     def errors(self, e: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
         """Position and orientation error norms over the weighted axes of ``e`` (A, S, 6F), the worst frame's."""
@@ -143,30 +169,39 @@ class _Problem:
 
     def _record(self, state: _LMState, rows: Tensor, iteration: int) -> _LMState:
         """Keep, per open target, its best seed so far; mark the target done at its first success (with secondary
-        terms: when its first polishing seed stops, or at a first success where their gradient is zero). Returns
-        ``state`` with its successful seeds polishing.
+        terms or collision: when a polishing seed stops and the target has a success, or at a first success where
+        their gradient is zero). Returns ``state`` with the seeds that reached the pose tolerances polishing, and
+        those that stopped polishing without a success for their target (in collision) due for a restart.
 
-        Seeds rank by their score (error over tolerance); with secondary terms, successful seeds rank below 1 by
-        their secondary cost (:func:`~ik_layer.terms.rank_of_cost`), so the cheapest success wins.
+        Seeds rank by their score (error over tolerance; a colliding configuration above 1, see :meth:`gated`);
+        with secondary terms, successful seeds rank below 1 by their secondary cost
+        (:func:`~ik_layer.terms.rank_of_cost`), so the cheapest success wins.
         """
-        score = self.score(state.e, rows)
-        rank = score
+        pose_score = self.score(state.e, rows)
+        score = rank = pose_score
         open_ = self.done_at[rows] < 0
-        if used_terms(self.gains):
-            cost = secondary_cost(self.robot, state.q, state.jac, self.posture_rows(rows), self.gains)
+        if self.pulls:
+            cost, gradient, least = self.secondary(rows, state.q, state.jac)
+            score = self.gated(pose_score, least)
             rank = torch.where(score <= 1, rank_of_cost(cost), score)
         best_rank, best_seed = rank.min(dim=1)
         improve = open_ & (best_rank < self.best_rank[rows])
         chosen = state.q[torch.arange(rows.shape[0], device=rows.device), best_seed]
         self.best_q[rows] = torch.where(improve[:, None], chosen, self.best_q[rows])
         self.best_rank[rows] = torch.where(improve, best_rank, self.best_rank[rows])
-        if used_terms(self.gains):
-            starts = ~state.polishing & (score <= 1)  # a first success: its seed polishes from the next step
-            pull = secondary_gradient(self.robot, state.q, state.jac, self.posture_rows(rows), self.gains)
-            settled = starts & (pull == 0).all(dim=-1)  # nothing to polish
-            newly_done = open_ & (state.polished | settled).any(dim=1)
-            polish_age = torch.where(starts, 0, state.polish_age)
-            state = replace(state, polish_age=polish_age, polish_scale=torch.where(starts, 1.0, state.polish_scale))
+        if self.pulls:
+            starts = ~state.polishing & (pose_score <= 1)  # at the pose: the seed polishes from the next step
+            settled = starts & (gradient == 0).all(dim=-1) & (score <= 1)  # a success with nothing to polish
+            solved = self.best_rank[rows] < 1  # the target has a success
+            newly_done = open_ & solved & (state.polished | settled).any(dim=1)
+            stuck = state.polished & ~solved[:, None]  # polished to no success (in collision): restarted
+            state = replace(
+                state,
+                polish_age=torch.where(starts, 0, torch.where(stuck, -1, state.polish_age)),
+                polish_scale=torch.where(starts, 1.0, state.polish_scale),
+                polished=state.polished & ~stuck,
+                age=torch.where(stuck, self.options.restart_after, state.age),
+            )
         else:
             newly_done = improve & (score.gather(1, best_seed[:, None]).squeeze(1) <= 1)
         self.done_at[rows] = torch.where(newly_done, iteration, self.done_at[rows])
@@ -212,9 +247,7 @@ class _LMState:
         floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
-        pull = None
-        if used_terms(problem.gains):
-            pull = -secondary_gradient(robot, self.q, self.jac, problem.posture_rows(rows), problem.gains)
+        pull = -problem.secondary(rows, self.q, self.jac)[1] if problem.pulls else None
         q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
@@ -248,14 +281,14 @@ class _LMState:
         A seed stops polishing when a kept step within tolerance, at a scale of 1 or less, lowers the terms' cost by
         ``polish_progress`` of it or less, when its scale falls below ``polish_min_scale``, when a correction is
         refused, or ``polish_iterations`` after its first success."""
-        robot, posture, gains, w = problem.robot, problem.posture_rows(rows), problem.gains, problem.weights[rows, None]
+        robot, w = problem.robot, problem.weights[rows, None]
         within = problem.score(self.e, rows) <= 1
         q_pulled, info_pulled = self._candidate(robot, w, damping, self.polish_scale[..., None] * pull)
         q_plain, info_plain = self._candidate(robot, w, damping, None)
         q_new, info = torch.where(within[..., None], q_pulled, q_plain), torch.where(within, info_pulled, info_plain)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
-        s_now = secondary_cost(robot, self.q, self.jac, posture, gains)
-        s_new = secondary_cost(robot, q_new, jac_new, posture, gains)
+        s_now = problem.secondary(rows, self.q, self.jac)[0]
+        s_new = problem.secondary(rows, q_new, jac_new)[0]
         score = problem.score(e_new, rows)
         on = self.polishing
         lower = torch.where(within, (score <= LM.polish_slack) & (s_new < s_now), cost_new < self.cost)

@@ -11,22 +11,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 URDF_DIR = Path(__file__).resolve().parent / "urdf"
+SPHERES_DIR = Path(__file__).resolve().parent / "spheres"
 
 
 @dataclass(frozen=True)
 class RobotSpec:
-    """A built-in robot: its URDF file and default end-effector frame."""
+    """A built-in robot: its URDF file, default end-effector frame and collision spheres (None: none shipped)."""
 
     name: str
     urdf: Path
     ee_frame: str
     description: str
+    spheres: Path | None = None
 
 
 REGISTRY: dict[str, RobotSpec] = {
     spec.name: spec
     for spec in (
-        RobotSpec("panda", URDF_DIR / "panda.urdf", "panda_link8", "Franka Emika Panda, 7-DoF, flange"),
+        RobotSpec(
+            "panda",
+            URDF_DIR / "panda.urdf",
+            "panda_link8",
+            "Franka Emika Panda, 7-DoF, flange",
+            SPHERES_DIR / "panda.yml",
+        ),
         RobotSpec("ur5e", URDF_DIR / "ur5e.urdf", "tool0", "Universal Robots UR5e, 6-DoF, tool0"),
         RobotSpec("iiwa14", URDF_DIR / "iiwa14.urdf", "iiwa_link_ee", "KUKA LBR iiwa 14 R820, 7-DoF, flange"),
         RobotSpec("planar3", URDF_DIR / "planar3.urdf", "tip", "planar 3-link arm (0.5, 0.4, 0.3 m), tip"),

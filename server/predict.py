@@ -44,7 +44,8 @@ def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
     results = [part.result() for part in parts]
-    result = IKResult(**{f.name: torch.cat([getattr(r, f.name) for r in results]).cpu() for f in fields(IKResult)})
+    given = [f.name for f in fields(IKResult) if getattr(results[0], f.name) is not None]  # (None: not measured)
+    result = IKResult(**{name: torch.cat([getattr(r, name) for r in results]).cpu() for name in given})
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
     status = [ROW_STATUS[code] for part in parts for code in part.status.tolist()]
     gradient = None

@@ -39,8 +39,9 @@ from ik_layer.cli.files import (
 )
 from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
+from ik_layer.loading import load_robot
 from ik_layer.model.lie import matrix_to_pose
-from ik_layer.model.robot import Robot, load_robot
+from ik_layer.model.robot import Robot
 from ik_layer.reference import IKResult
 from ik_layer.robots import REGISTRY
 

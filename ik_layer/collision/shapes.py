@@ -12,6 +12,7 @@ shapes, non-finite values, radii or side lengths that are not positive, a pose t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +21,7 @@ from torch import Tensor
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import as_transform
 
-__all__ = ["Box", "Capsule", "Sphere"]
+__all__ = ["MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles"]
 
 
 def _tensor(value: object, name: str, last: int | None) -> Tensor:
@@ -57,6 +58,12 @@ class Sphere:
     def __init__(self, center: object, radius: object) -> None:
         object.__setattr__(self, "center", _tensor(center, "center", 3))
         object.__setattr__(self, "radius", _positive(radius, "radius", None))
+        _batch("Sphere", center=self.center.shape[:-1], radius=self.radius.shape)
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        """The batch shape of the spheres this holds."""
+        return _batch("Sphere", center=self.center.shape[:-1], radius=self.radius.shape)
 
     def signed_distance(self, points: Tensor) -> Tensor:
         """Distance (...) from ``points`` (..., 3) to the sphere's surface, negative inside."""
@@ -74,6 +81,12 @@ class Box:
     def __init__(self, pose: object, size: object) -> None:
         object.__setattr__(self, "pose", as_transform(_tensor(pose, "pose", None), "pose"))
         object.__setattr__(self, "size", _positive(size, "size", 3))
+        _batch("Box", pose=self.pose.shape[:-2], size=self.size.shape[:-1])
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        """The batch shape of the boxes this holds."""
+        return _batch("Box", pose=self.pose.shape[:-2], size=self.size.shape[:-1])
 
     def signed_distance(self, points: Tensor) -> Tensor:
         """Distance (...) from ``points`` (..., 3) to the box's surface, negative inside."""
@@ -97,6 +110,12 @@ class Capsule:
         object.__setattr__(self, "a", _tensor(a, "a", 3))
         object.__setattr__(self, "b", _tensor(b, "b", 3))
         object.__setattr__(self, "radius", _positive(radius, "radius", None))
+        _batch("Capsule", a=self.a.shape[:-1], b=self.b.shape[:-1], radius=self.radius.shape)
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        """The batch shape of the capsules this holds."""
+        return _batch("Capsule", a=self.a.shape[:-1], b=self.b.shape[:-1], radius=self.radius.shape)
 
     def signed_distance(self, points: Tensor) -> Tensor:
         """Distance (...) from ``points`` (..., 3) to the capsule's surface, negative inside."""
@@ -105,3 +124,43 @@ class Capsule:
         along = ((points - self.a) * axis).sum(-1, keepdim=True) / length_sq.clamp_min(torch.finfo(axis.dtype).tiny)
         nearest = self.a + along.clamp(0, 1) * axis  # a point of the segment (a itself for a = b)
         return (points - nearest).norm(dim=-1) - self.radius
+
+
+Obstacle = Sphere | Box | Capsule
+"""Any obstacle shape."""
+
+MAX_OBSTACLES = 1024
+"""The most obstacles one solve takes, a batched shape counting each of its batch (every iteration measures each
+robot sphere against each obstacle)."""
+
+
+def check_obstacles(obstacles: object) -> tuple[Obstacle, ...]:
+    """``obstacles`` (a sequence of shapes) as a tuple, checked: an :class:`~ik_layer.IKLayerError` for anything
+    else or more than :data:`MAX_OBSTACLES`."""
+    if isinstance(obstacles, (Sphere, Box, Capsule)):
+        obstacles = [obstacles]
+    if not isinstance(obstacles, (list, tuple)):
+        raise IKLayerError(
+            f"obstacles must be a list of ik_layer.Sphere, Box and Capsule, got {type(obstacles).__name__}"
+        )
+    for k, shape in enumerate(obstacles):
+        if not isinstance(shape, (Sphere, Box, Capsule)):
+            raise IKLayerError(f"obstacles[{k}] must be an ik_layer.Sphere, Box or Capsule, got {type(shape).__name__}")
+    count = sum(_count(shape) for shape in obstacles)
+    if count > MAX_OBSTACLES:
+        raise IKLayerError(f"obstacles: {count} shapes, more than {MAX_OBSTACLES}")
+    return tuple(obstacles)
+
+
+def _count(shape: Obstacle) -> int:
+    """How many shapes ``shape`` holds: the size of its batch."""
+    return math.prod(shape.batch)
+
+
+def _batch(kind: str, **batches: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast of the parameters' ``batches`` (by name); a :class:`ShapeError` naming them if they clash."""
+    try:
+        return tuple(torch.broadcast_shapes(*batches.values()))
+    except RuntimeError as err:
+        given = ", ".join(f"{name} {tuple(b)}" for name, b in batches.items())
+        raise ShapeError(f"{kind}: the batch shapes of {given} do not broadcast") from err

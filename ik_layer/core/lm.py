@@ -21,6 +21,7 @@ class LMParameters:
         lambda_min: absolute damping floor, raised to ``eps_floor`` machine epsilons for low-precision dtypes.
         eps_floor: see ``lambda_min``.
         posture_gain: fraction of the distance to the posture pulled per step, in the null space.
+        collision_gain: the gain of the collision term (:mod:`ik_layer.collision.cost`) among the secondary terms.
         progress: a seed whose cost fell by less than this factor over one check restarts.
         polish_progress, polish_iterations, polish_slack, polish_min_scale, polish_max_scale: with secondary terms a
             successful seed polishes: within tolerance it takes the pulled step at a scale (from 1), kept iff the
@@ -29,7 +30,8 @@ class LMParameters:
             the pose's cost. Only configurations within tolerance are recorded. It stops when a step within
             tolerance at a scale of 1 or less lowers the terms' cost by ``polish_progress`` of it (of 1 + its
             magnitude) or less, when the scale falls below ``polish_min_scale``, when a correction is refused, or
-            ``polish_iterations`` after its first success.
+            ``polish_iterations`` after its first success. With collision a seed polishes from the pose's tolerances,
+            in collision or not, and one that stops polishing in collision restarts.
         float32_margin: in float32 the solvers hold their errors to ``1 - float32_margin`` of the tolerances, so
             that a reported success still meets them in float64 (float32 kinematics round a target's error by
             about 1e-7 m per metre of reach: covered for position tolerances from 2e-5 m).
@@ -43,6 +45,7 @@ class LMParameters:
     lambda_min: float = 1e-9
     eps_floor: float = 100
     posture_gain: float = 0.2
+    collision_gain: float = 1.0
     progress: float = 0.5
     polish_progress: float = 1e-12
     polish_iterations: int = 32

@@ -113,6 +113,32 @@ class SolveOptions:
         "in the pose's null space (0: off; serial arms); the most manipulable success ranks first",
     )
 
+    self_collision: int = _option(
+        int,
+        0,
+        0,
+        1,
+        "keep the robot's collision spheres apart too (1: on): a success is then free of self-collision (the "
+        "pairs of load_robot's collision model)",
+    )
+    collision_margin: float = _option(
+        float,
+        0.0,
+        0.0,
+        1.0,
+        "least distance between the robot's spheres and obstacles (or each other) for a success",
+        unit="m",
+    )
+    collision_activation: float = _option(
+        float,
+        0.05,
+        0.0,
+        1.0,
+        "distance beyond the margin within which a pair of spheres starts to push apart",
+        unit="m",
+        exclusive_minimum=True,
+    )
+
     def __post_init__(self) -> None:
         key: type = type(self)  # typed `type`: mypy takes a class with its own __hash__ for unhashable
         for spec in _specs(key).values():

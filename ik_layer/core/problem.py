@@ -7,6 +7,7 @@ server take the result as it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ik_layer.collision.shapes import Obstacle, check_obstacles
 from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import host_values
@@ -36,6 +38,7 @@ class Problem:
         weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target.
         warm_start: (n, nq) first seeds, or None.
         posture: (n, nq) preferred configurations, or None.
+        obstacles: the obstacles every target's answer keeps clear of (in the base frame).
         options: the resolved solver options.
     """
 
@@ -44,6 +47,7 @@ class Problem:
     weights: Tensor
     warm_start: Tensor | None = None
     posture: Tensor | None = None
+    obstacles: tuple[Obstacle, ...] = ()
     options: SolveOptions
 
     @staticmethod
@@ -55,6 +59,7 @@ class Problem:
         warm_start: Tensor | None = None,
         weights: Tensor | None = None,
         posture: Tensor | None = None,
+        obstacles: Sequence[Obstacle] = (),
         **option_changes: Any,
     ) -> Problem:
         """Check the arguments of :func:`ik_layer.solve` (same names and meaning) and flatten the per-target ones.
@@ -66,6 +71,8 @@ class Problem:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         _check_terms(robot, opts)
+        shapes = check_obstacles(obstacles)
+        _check_collision(robot, opts, shapes)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
@@ -78,6 +85,7 @@ class Problem:
             weights=_weights(robot, weights, batch, n),
             warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
             posture=_per_target(robot, posture, batch, n, "posture"),
+            obstacles=shapes,
             options=opts,
         )
 
@@ -96,6 +104,7 @@ class Problem:
             IKLayerError: an argument is invalid; the message names it.
         """
         _check_terms(robot, options)
+        _check_collision(robot, options, self.obstacles)
         return replace(
             self,
             options=options,
@@ -122,6 +131,16 @@ def _check_terms(robot: Robot, options: SolveOptions) -> None:
         raise IKLayerError(
             "manipulability applies to serial arms only: one end-effector frame on a fixed base, at least 6 joints, "
             "each an entry of the chain (no mimic joint)"
+        )
+
+
+def _check_collision(robot: Robot, options: SolveOptions, obstacles: tuple[Obstacle, ...]) -> None:
+    """Refuse obstacles or self-collision for a robot without collision spheres."""
+    if (obstacles or options.self_collision) and robot.collision is None:
+        raise IKLayerError(
+            f"robot {robot.name!r} has no collision spheres: load it with load_robot(..., collision=...) (a sphere "
+            "file, or 'auto' for a built-in robot or a URDF with collision primitives) to solve with obstacles or "
+            "self_collision"
         )
 
 

@@ -32,6 +32,9 @@ class IKResult(Generic[ArrayT]):
         position_error: (...) [m] norm of the weighted position error axes (the worst frame's).
         orientation_error: (...) [rad] norm of the weighted rotation-vector error axes (the worst frame's).
         iterations: (...) int64, iterations until success (the budget used if it failed).
+        min_distance: (...) [m] with obstacles or self-collision: the least signed distance between the robot's
+            collision spheres and the obstacles (or each other) at ``q`` (negative: they overlap; a success is at
+            least ``collision_margin``); None without.
     """
 
     q: ArrayT
@@ -39,6 +42,7 @@ class IKResult(Generic[ArrayT]):
     position_error: ArrayT
     orientation_error: ArrayT
     iterations: ArrayT
+    min_distance: ArrayT | None = None
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
@@ -48,6 +52,7 @@ class IKResult(Generic[ArrayT]):
             position_error=self.position_error.reshape(batch),
             orientation_error=self.orientation_error.reshape(batch),
             iterations=self.iterations.reshape(batch),
+            min_distance=None if self.min_distance is None else self.min_distance.reshape(batch),
         )
 
 

@@ -42,6 +42,10 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
+_NO_COLLISION = (
+    "the engine does not solve with obstacles or self_collision yet: ik_layer.solve runs those on the reference path"
+)
+
 __all__ = ["CANCELLED", "DEADLINE", "ROW_STATUS", "Engine", "Request"]
 
 DEADLINE = 4  # retired when its request's deadline passed; best configuration so far
@@ -230,6 +234,8 @@ class Engine:
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
         """
+        if options.self_collision:
+            raise IKLayerError(_NO_COLLISION)
         n = target.shape[0]
         if weights is None:
             weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
@@ -261,6 +267,8 @@ class Engine:
         limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
         seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
         """
+        if problem.obstacles:
+            raise IKLayerError(_NO_COLLISION)
         given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
         return self.submit(
             problem.target,

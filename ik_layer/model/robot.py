@@ -32,8 +32,7 @@ import math
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Literal, NamedTuple, SupportsIndex, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, SupportsIndex, cast, overload
 
 import numpy as np
 import pinocchio as pin
@@ -54,9 +53,11 @@ from ik_layer.model.floating import (
 from ik_layer.model.joints import Mimic, frame_id, motion_axis, select_joints
 from ik_layer.model.lie import as_transform, check_finite
 from ik_layer.model.limits import full_turns, joint_limits
-from ik_layer.model.sources import read_model
 
-__all__ = ["Robot", "chain_kinematics", "load_robot"]
+if TYPE_CHECKING:
+    from ik_layer.collision.model import RobotSpheres  # which imports this module
+
+__all__ = ["Robot", "chain_kinematics", "check_device", "check_dtype"]
 
 # Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
 _log = logging.getLogger("ik_layer")
@@ -256,6 +257,7 @@ class Robot(nn.Module):
             self.register_buffer(key, value)
         self._chain_model, self._sources = model, sources  # chains to other frames (fk(q, frames=...)), on demand
         self._frame_chains: OrderedDict[tuple[str, ...], dict[str, Tensor]] = OrderedDict()
+        self.collision: RobotSpheres | None = None  # set by load_robot(..., collision=...)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -267,6 +269,15 @@ class Robot(nn.Module):
     def device(self) -> torch.device:
         """Device of the robot's tensors."""
         return cast(Tensor, self._buffers["lower"]).device
+
+    @property
+    def collision_spheres(self) -> list[tuple[str, Tensor, float]]:
+        """The collision spheres (link name, centre (3,) in the link's frame [m], radius [m]); empty without a
+        collision model (see ``load_robot(..., collision=...)``)."""
+        if self.collision is None:
+            return []
+        radii = self.collision.radii.tolist()
+        return list(zip(self.collision.sphere_links, self.collision.centers.unbind(0), radii, strict=True))
 
     @property
     def target_shape(self) -> tuple[int, ...]:
@@ -286,9 +297,9 @@ class Robot(nn.Module):
             usage = "Robot.to takes a device, a dtype (float32 or float64) or a tensor"
             raise IKLayerError(f"{usage}: {_brief(err)}") from err
         if dtype is not None:
-            _check_dtype(dtype)
+            check_dtype(dtype)
         if device is not None:
-            _check_device(device)
+            check_device(device)
         return super().to(*args, **kwargs)
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Robot:
@@ -301,9 +312,9 @@ class Robot(nn.Module):
             probe = fn(self.lower[:0])
         except (RuntimeError, AssertionError) as err:  # torch asserts when CUDA is not compiled in
             raise DeviceError(f"cannot move the robot to that device: {_brief(err)}") from err
-        _check_dtype(probe.dtype)
+        check_dtype(probe.dtype)
         if probe.device != self.device:
-            _check_device(probe.device)
+            check_device(probe.device)
         self.__dict__.pop("_chains", None)  # the chain description of the old tensors
         super()._apply(fn, recurse)
         big = torch.finfo(self.dtype).max
@@ -369,40 +380,57 @@ class Robot(nn.Module):
         made once per placement: ``.to()`` makes a new description)."""
         held = self.__dict__.get("_chains")
         if held is None:
-            frames = 1 if self.ee_frames is None else len(self.ee_frames)
-            length = self._chain_cols.shape[-1]
-            entries = frames * length
-            held = self.__dict__["_chains"] = ChainDescription(
-                layout=Layout(frames, length, int(self.lower.shape[0]), self.floating_base),
-                place_rot=self._place_rot.reshape(entries, 3, 3),
-                place_rot_k=self._place_rot_k.reshape(entries, 3, 3),
-                place_rot_k2=self._place_rot_k2.reshape(entries, 3, 3),
-                place_pos=self._place_pos.reshape(entries, 3),
-                slide=self._slide.reshape(entries, 3),
-                axis=self._axis.reshape(entries, 3),
-                revolute=self._revolute.reshape(entries),
-                cols=self._chain_cols.reshape(entries),
-                scale=self._chain_scale.reshape(entries),
-                offset=self._chain_offset.reshape(entries),
-                tip=self._tip.reshape(frames, 4, 4),
-                lower=self.lower,
-                upper=self.upper,
-                continuous=self.continuous,
-                full_turn=self.full_turn,
-            )
+            held = self.__dict__["_chains"] = self._description(cast("Mapping[str, Tensor]", self._buffers))
         return held
 
+    def chains_to(self, frames: Sequence[str]) -> ChainDescription:
+        """The chains to any ``frames`` of the model (stacked, each padded to the longest) as the fused kernels
+        read them: the links that carry collision spheres, say."""
+        return self._description(self._chains_to(frames))
+
+    def _description(self, chains: Mapping[str, Tensor]) -> ChainDescription:
+        """The :class:`ChainDescription` of ``chains`` (:func:`_frames_buffers`' keys, one or several frames)."""
+        tip = chains["_tip"].reshape(-1, 4, 4)
+        frames, length = tip.shape[0], chains["_chain_cols"].shape[-1]
+        entries = frames * length
+        return ChainDescription(
+            layout=Layout(frames, length, int(self.lower.shape[0]), self.floating_base),
+            place_rot=chains["_place_rot"].reshape(entries, 3, 3),
+            place_rot_k=chains["_place_rot_k"].reshape(entries, 3, 3),
+            place_rot_k2=chains["_place_rot_k2"].reshape(entries, 3, 3),
+            place_pos=chains["_place_pos"].reshape(entries, 3),
+            slide=chains["_slide"].reshape(entries, 3),
+            axis=chains["_axis"].reshape(entries, 3),
+            revolute=chains["_revolute"].reshape(entries),
+            cols=chains["_chain_cols"].reshape(entries),
+            scale=chains["_chain_scale"].reshape(entries),
+            offset=chains["_chain_offset"].reshape(entries),
+            tip=tip,
+            lower=self.lower,
+            upper=self.upper,
+            continuous=self.continuous,
+            full_turn=self.full_turn,
+        )
+
     @overload
-    def kinematics(self, q: Tensor, *, jacobian: Literal[True]) -> tuple[Tensor, Tensor]: ...
+    def kinematics(
+        self, q: Tensor, *, jacobian: Literal[True], frames: Sequence[str] | None = None
+    ) -> tuple[Tensor, Tensor]: ...
     @overload
-    def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]: ...
-    def kinematics(self, q: Tensor, *, jacobian: bool) -> tuple[Tensor, Tensor | None]:
-        """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it.
+    def kinematics(
+        self, q: Tensor, *, jacobian: bool, frames: Sequence[str] | None = None
+    ) -> tuple[Tensor, Tensor | None]: ...
+    def kinematics(
+        self, q: Tensor, *, jacobian: bool, frames: Sequence[str] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """Pose (..., [F,] 4, 4) and, if asked, Jacobian (..., [F,] 6, dof) of ``q`` (..., nq) without validating it;
+        ``frames``: any frames of the model instead, as in :meth:`fk`.
 
         The unchecked path for inner loops (no host sync, so it also works under
         ``torch.func.vmap``); :meth:`fk` and :meth:`fk_jacobian` validate first.
         """
-        return self._walk(q, cast("Mapping[str, Tensor]", self._buffers), jacobian)  # registered: never None
+        chains = cast("Mapping[str, Tensor]", self._buffers) if frames is None else self._chains_to(frames)
+        return self._walk(q, chains, jacobian)  # the buffers are registered: never None
 
     def _walk(self, q: Tensor, chains: Mapping[str, Tensor], jacobian: bool) -> tuple[Tensor, Tensor | None]:
         """:meth:`kinematics` along ``chains`` (:func:`_frames_buffers`'s keys): the end-effector frames' or others'."""
@@ -434,7 +462,7 @@ class Robot(nn.Module):
         otherwise the end-effector frames' are computed by one fused kernel (as :meth:`fk_jacobian`).
         """
         if frames is not None:
-            return self._walk(self.check_q(q), self._chains_to(frames), jacobian=False)[0]
+            return self.kinematics(self.check_q(q), jacobian=False, frames=frames)[0]
         return self._forward(self.check_q(q), jacobian=False)[0]
 
     def fk_jacobian(self, q: Tensor, frames: Sequence[str] | None = None) -> tuple[Tensor, Tensor]:
@@ -449,9 +477,7 @@ class Robot(nn.Module):
         end-effector frames' (:mod:`ik_layer.model.fk_kernel`), with the same values.
         """
         if frames is not None:
-            pose, jac = self._walk(self.check_q(q), self._chains_to(frames), jacobian=True)
-            assert jac is not None  # asked for
-            return pose, jac
+            return self.kinematics(self.check_q(q), jacobian=True, frames=frames)
         return self._forward(self.check_q(q), jacobian=True)
 
     def _chains_to(self, frames: Sequence[str]) -> dict[str, Tensor]:
@@ -541,7 +567,7 @@ class Robot(nn.Module):
         return torch.cat((base, q[..., BASE_NQ:] + dq[..., BASE_NV:]), -1)
 
 
-def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+def check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
     """``dtype`` if it is torch.float32 or torch.float64 (names such as ``"float32"`` are accepted); others raise."""
     resolved = getattr(torch, dtype.removeprefix("torch."), None) if isinstance(dtype, str) else dtype
     if isinstance(resolved, torch.dtype) and resolved in _SUPPORTED_DTYPES:
@@ -551,7 +577,7 @@ def _check_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
     raise DTypeError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}{why}")
 
 
-def _check_device(device: object, name: str = "device") -> torch.device:
+def check_device(device: object, name: str = "device") -> torch.device:
     """``device`` as a ``torch.device`` that exists here and holds values; malformed, unavailable or meta ones raise."""
     try:
         resolved = torch.device(device)  # type: ignore[call-overload]  # any object: torch raises on a malformed one
@@ -736,60 +762,3 @@ def _full_q_index(full: pin.Model, model: pin.Model) -> Tensor:
         jm, jf = model.joints[j], full.joints[full.getJointId(model.names[j])]
         index += range(jf.idx_q, jf.idx_q + jm.nq)
     return torch.tensor(index, dtype=torch.long)
-
-
-def load_robot(
-    name_or_path: str | Path,
-    ee_frame: str | None = None,
-    *,
-    ee_frames: Sequence[str] | None = None,
-    active_joints: Sequence[str] | None = None,
-    locked: Mapping[str, float] | None = None,
-    floating_base: bool = False,
-    dtype: torch.dtype | str | None = torch.float64,
-    device: str | torch.device | None = "cpu",
-) -> Robot:
-    """Load a built-in robot by name, a URDF, MJCF or xacro file by path, or URDF / MJCF text.
-
-    Args:
-        name_or_path: a built-in name (see :func:`robots.builtin_robots`), a path (``.xacro`` files need
-            the ``xacro`` extra; MJCF is recognised by its ``<mujoco>`` root), or a string
-            holding the XML itself. Meshes are never read.
-        ee_frame: end-effector frame; default: the built-in robot's, else the tool frame of the longest arm,
-            never a finger, sensor or gripper joint's frame when another exists (see
-            :mod:`ik_layer.model.default_frame`; logged at INFO on the ``ik_layer`` logger with the moving joints).
-        ee_frames: several end-effector frames instead of ``ee_frame`` (both hands, four feet): poses,
-            Jacobians, targets and weights get a frame dimension (see :class:`Robot`).
-        active_joints: the joints the solver moves; default: those between the base and the end-effector
-            frames that are not in ``locked`` (and the leaders of mimic joints on those chains).
-        locked: values [rad or m] of joints held fixed; other joints that do not move stay at 0
-            (Pinocchio's neutral configuration).
-        floating_base: put the model under a free-flyer root joint (whole-body IK of humanoids and legged
-            robots): ``q`` gets the base pose first and poses are in the world (see :class:`Robot`).
-        dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
-            None keeps float64.
-        device: device of the robot's tensors; None keeps the CPU.
-
-    Raises:
-        RobotNotFound: neither a built-in name, XML text nor an existing file.
-        UnsupportedModelError: a model the parser refuses (its reason included), a moving joint of an
-            unsupported type (planar, spherical, ...), no moving joint under an end-effector frame (a fixed
-            base; with a floating base, frames fixed to the base are end-effectors), or no moving joint at all.
-        FrameNotFound, JointNotFound: ``ee_frame`` or a joint name is not in the model (the message lists them).
-        DTypeError, DeviceError: unsupported ``dtype``; malformed or unavailable ``device``.
-        IKLayerError: arguments of the wrong type; a xacro file without the xacro package.
-    """
-    dtype = _check_dtype(dtype) if dtype is not None else None
-    device = _check_device(device) if device is not None else None
-    source = read_model(name_or_path)
-    robot = Robot(
-        source.model,
-        source.ee_frame if ee_frame is None and ee_frames is None else ee_frame,
-        ee_frames=ee_frames,
-        name=source.name,
-        mimic_joints=source.mimic_joints,
-        active_joints=active_joints,
-        locked=locked,
-        floating_base=floating_base,
-    )
-    return robot.to(device=device, dtype=dtype)

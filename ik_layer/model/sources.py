@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,12 +43,16 @@ class ModelSource:
         name: the built-in name, else the model's name.
         ee_frame: the built-in robot's end-effector frame; None for files and text.
         mimic_joints: the URDF's ``<mimic>`` elements by joint name (Pinocchio loads those joints as free ones).
+        urdf: the URDF text (its collision geometry), None for MJCF.
+        spheres: the built-in robot's collision sphere file, if it ships one.
     """
 
     model: pin.Model
     name: str
     ee_frame: str | None = None
     mimic_joints: Mapping[str, Mimic] = field(default_factory=dict)
+    urdf: str | None = None
+    spheres: Path | None = None
 
 
 def read_model(source: str | os.PathLike[str]) -> ModelSource:
@@ -70,7 +74,8 @@ def read_model(source: str | os.PathLike[str]) -> ModelSource:
         )
     spec = REGISTRY.get(source) if isinstance(source, str) else None
     if spec is not None:
-        return _from_xml(spec.urdf.read_text(), repr(str(spec.urdf)), spec.name, spec.ee_frame)
+        builtin = _from_xml(spec.urdf.read_text(), repr(str(spec.urdf)), spec.name, spec.ee_frame)
+        return replace(builtin, spheres=spec.spheres)
     if isinstance(source, str) and "<" in source:
         return _from_xml(source, "text")
     path = Path(source)
@@ -87,7 +92,7 @@ def _from_xml(text: str, origin: str, name: str | None = None, ee_frame: str | N
         _restore_slide_ranges(model, text)
         return ModelSource(model, name or model.name, ee_frame)
     model = _parse(pin.buildModelFromXML, text, f"URDF {origin}")
-    return ModelSource(model, name or model.name, ee_frame, _urdf_extras(model, text))
+    return ModelSource(model, name or model.name, ee_frame, _urdf_extras(model, text), text)
 
 
 def _urdf_extras(model: pin.Model, text: str) -> dict[str, Mimic]:

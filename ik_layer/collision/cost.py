@@ -1,0 +1,101 @@
+"""The collision term of a solve: the robot's spheres against the obstacles and, if asked, against each other.
+
+Every pair (a robot sphere and an obstacle; two robot spheres of a self-collision pair) has a signed distance
+``d`` [m], negative where they overlap. The term's cost is ``1/2 sum max(0, margin + activation - d)^2`` over the
+pairs: zero once every pair is ``activation`` beyond the margin, so far-apart pairs cost nothing. Like the
+secondary terms (:mod:`ik_layer.terms`) it pulls in the null space of the pose error, but it also gates success:
+a configuration is collision-free when every distance is at least the margin, and only a collision-free
+configuration within the pose tolerances is a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from ik_layer.collision.model import RobotSpheres
+from ik_layer.collision.shapes import Obstacle
+from ik_layer.core.options import SolveOptions
+from ik_layer.model.robot import Robot
+
+__all__ = ["CollisionCost"]
+
+
+@dataclass(frozen=True)
+class CollisionCost:
+    """The collision term of one solve on ``robot`` (see the module's docstring).
+
+    Attributes:
+        spheres: the robot's collision model.
+        obstacles: the obstacles, on the robot's device and dtype (each may hold a batch of its shape).
+        self_collision: whether the robot's self-collision pairs count.
+        margin: the least distance of a collision-free pair [m].
+        activation: how far beyond the margin a pair starts to cost [m].
+    """
+
+    spheres: RobotSpheres
+    obstacles: tuple[Obstacle, ...]
+    self_collision: bool
+    margin: float
+    activation: float
+
+    @staticmethod
+    def of(robot: Robot, obstacles: Sequence[Obstacle], options: SolveOptions) -> CollisionCost | None:
+        """The collision term of a solve with ``obstacles`` and ``options`` (its ``self_collision``,
+        ``collision_margin`` and ``collision_activation``), or None where neither obstacles nor self-collision
+        are asked for."""
+        if robot.collision is None or not (obstacles or options.self_collision):
+            return None  # (Problem refuses obstacles and self-collision for a robot without spheres)
+        moved = tuple(_on(shape, robot) for shape in obstacles)
+        margin, activation = options.collision_margin, options.collision_activation
+        return CollisionCost(robot.collision, moved, bool(options.self_collision), margin, activation)
+
+    def distances(self, centres: Tensor) -> Tensor:
+        """Signed distances (..., P) of every pair, the robot's sphere centres ``centres`` (..., S, 3) given:
+        each sphere against each obstacle (sphere-major), then the self-collision pairs."""
+        radii = self.spheres.radii[:, None]
+        parts = [(shape.signed_distance(centres[..., :, None, :]) - radii).flatten(-2) for shape in self.obstacles]
+        if self.self_collision:
+            parts.append(self.spheres.pair_distances(centres))
+        if not parts:
+            return centres.new_zeros(*centres.shape[:-2], 0)
+        return torch.cat(parts, -1)
+
+    def min_distance(self, robot: Robot, q: Tensor) -> Tensor:
+        """The least distance (...) over the pairs at ``q`` (..., nq); +inf without pairs."""
+        d = self.distances(self.spheres.centres(robot, q, jacobian=False)[0])
+        return d.amin(-1) if d.shape[-1] else d.new_full(d.shape[:-1], torch.inf)
+
+    def cost_and_gradient(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The cost (...), its gradient (..., dof) w.r.t. the tangent at ``q`` (..., nq), and the least distance
+        (...)."""
+        centres, jac = self.spheres.centres(robot, q, jacobian=True)
+        assert jac is not None  # asked for
+        with torch.enable_grad():
+            at = centres.detach().requires_grad_(True)
+            d = self.distances(at)
+            cost = 0.5 * (self.margin + self.activation - d).clamp_min(0).square().sum(-1)
+            (along,) = torch.autograd.grad(cost.sum(), at)  # (..., S, 3): each row's cost reads its own centres only
+        gradient = (along[..., None, :] @ jac).squeeze(-2).sum(-2)
+        least = d.detach().amin(-1) if d.shape[-1] else d.new_full(d.shape[:-1], torch.inf)
+        return cost.detach(), gradient, least
+
+    def free(self, least: Tensor) -> Tensor:
+        """Whether configurations of least distance ``least`` are collision-free (at least the margin)."""
+        return least >= self.margin
+
+
+_TRAILING = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions
+
+
+def _on(shape: Obstacle, robot: Robot) -> Obstacle:
+    """``shape`` with its tensors on the robot's device and dtype, its batch flattened to one dimension."""
+    batch = shape.batch
+    flat = {}
+    for name, value in vars(shape).items():
+        own = value.shape[value.dim() - _TRAILING[name] :]
+        flat[name] = value.to(robot.device, robot.dtype).expand((*batch, *own)).reshape(-1, *own)
+    return replace(shape, **flat)
