@@ -64,6 +64,11 @@ def solve(
         posture: optional preferred configuration (nq,) or (..., nq): pulled towards in the
             Jacobian's null space, used as a seed, and preferred among successful seeds (the joints
             only: with a floating base the base goes where the frames take it).
+        obstacles: :class:`~ik_layer.Sphere`, :class:`~ik_layer.Box` and :class:`~ik_layer.Capsule` obstacles in
+            the base frame (the world with a floating base) that every answer keeps ``collision_margin`` clear of,
+            as it does its own links with ``self_collision=1``; both need the robot's collision spheres
+            (``load_robot(..., collision="auto")``). A success is then within the tolerances and collision-free,
+            and ``IKResult.min_distance`` gives each answer's least distance.
         generator: random generator of the seeds, on the robot's device (reproducible results).
         reference: run the eager torch reference path instead of the fused engine.
         engine: the :class:`~ik_layer.engine.Engine` of ``robot`` to solve on (its store, capacity and block
@@ -95,10 +100,7 @@ def solve(
         **option_changes,
     )
     robot.check_generator(generator)
-    collision = bool(problem.obstacles) or bool(problem.options.self_collision)
-    if collision and engine is not None:
-        raise IKLayerError("the engine does not solve with obstacles or self_collision yet: leave engine out")
-    if reference or collision:
+    if reference:
         return solve_reference(robot, problem, generator)
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
     if engine is not None:

@@ -190,14 +190,15 @@ class _Problem:
         self.best_q[rows] = torch.where(improve[:, None], chosen, self.best_q[rows])
         self.best_rank[rows] = torch.where(improve, best_rank, self.best_rank[rows])
         if self.pulls:
-            starts = ~state.polishing & (pose_score <= 1)  # at the pose: the seed polishes from the next step
-            settled = starts & (gradient == 0).all(dim=-1) & (score <= 1)  # a success with nothing to polish
+            at_pose = ~state.polishing & (pose_score <= 1)
+            starts = at_pose & (state.polish_age == -1)  # the seed polishes from the next step
+            settled = at_pose & (gradient == 0).all(dim=-1) & (score <= 1)  # a success with nothing to polish
             solved = self.best_rank[rows] < 1  # the target has a success
             newly_done = open_ & solved & (state.polished | settled).any(dim=1)
-            stuck = state.polished & ~solved[:, None]  # polished to no success (in collision): restarted
+            stuck = state.polished & ~solved[:, None]  # polished to no success (in collision): restarted at the check
             state = replace(
                 state,
-                polish_age=torch.where(starts, 0, torch.where(stuck, -1, state.polish_age)),
+                polish_age=torch.where(starts, 0, torch.where(stuck, -2, state.polish_age)),
                 polish_scale=torch.where(starts, 1.0, state.polish_scale),
                 polished=state.polished & ~stuck,
                 age=torch.where(stuck, self.options.restart_after, state.age),
@@ -218,7 +219,8 @@ class _LMState:
     cost: Tensor  # (A, S) weighted squared error
     mu: Tensor  # (A, S) relative damping
     age: Tensor  # (A, S) iterations since the seed (re)started
-    polish_age: Tensor  # (A, S) iterations since the seed's first success with secondary terms (it polishes), or -1
+    polish_age: Tensor  # (A, S) iterations since the seed's first success with secondary terms (it polishes); else
+    # -1, or -2 once it polished to no success (it waits for its restart)
     polish_scale: Tensor  # (A, S) the polish's step, a fraction of the terms' pull
     polished: Tensor  # (A, S) bool: the seed stopped polishing at this step
 
@@ -338,7 +340,7 @@ class _LMState:
             cost=torch.where(stalled, cost, self.cost),
             mu=torch.where(stalled, torch.full_like(self.mu, LM.mu_init), self.mu),
             age=torch.where(stalled, torch.zeros_like(self.age), self.age),
-            polish_age=self.polish_age,  # stalled seeds never polish
+            polish_age=torch.where(stalled, -1, self.polish_age),  # stalled seeds never polish
             polish_scale=self.polish_scale,
             polished=self.polished,
         )

@@ -1,6 +1,7 @@
 """Collision-aware IK (ik_layer.collision.cost, ik_layer.solve(obstacles=..., self_collision=1)): distances against
-coal on the same spheres, the term's gradient against finite differences, and solves whose every collision-free
-success coal confirms, on the spheres and on the published geometry they cover; colliding answers never solved."""
+coal on the same spheres, the term's gradient against finite differences, and solves (on the engine and on the
+reference path) whose every collision-free success coal confirms, on the spheres and on the published geometry they
+cover; colliding answers never solved."""
 
 from __future__ import annotations
 
@@ -127,11 +128,17 @@ def targets_with_free_answers(
     return robot.fk(free)
 
 
+PATHS = pytest.mark.parametrize("reference", [False, True], ids=["engine", "reference"])
+
+
+@PATHS
 @pytest.mark.parametrize("self_collision", [0, 1])
-def test_every_success_is_collision_free_by_coal(self_collision: int) -> None:
+def test_every_success_is_collision_free_by_coal(self_collision: int, reference: bool) -> None:
     robot = ik_layer.load_robot("panda")
     target = targets_with_free_answers(robot, SCENE, 48, 4, bool(self_collision))
-    result = ik_layer.solve(robot, target, obstacles=SCENE, self_collision=self_collision, generator=gen(5))
+    result = ik_layer.solve(
+        robot, target, obstacles=SCENE, self_collision=self_collision, generator=gen(5), reference=reference
+    )
     assert result.min_distance is not None
     assert float(result.success.float().mean()) >= 0.95
     for b in range(target.shape[0]):
@@ -147,20 +154,24 @@ def test_every_success_is_collision_free_by_coal(self_collision: int) -> None:
     assert bool((pose_ok | ~result.success).all())
 
 
-def test_the_margin_is_kept() -> None:
+@PATHS
+def test_the_margin_is_kept(reference: bool) -> None:
     robot = ik_layer.load_robot("panda")
     target = targets_with_free_answers(robot, SCENE, 24, 7, False, margin=0.03)
-    result = ik_layer.solve(robot, target, obstacles=SCENE, collision_margin=0.03, generator=gen(8))
+    result = ik_layer.solve(
+        robot, target, obstacles=SCENE, collision_margin=0.03, generator=gen(8), reference=reference
+    )
     assert result.min_distance is not None and float(result.success.float().mean()) >= 0.9
     assert bool((result.min_distance[result.success] >= 0.03).all())
 
 
-def test_a_target_reached_only_in_collision_fails_with_the_best_configuration() -> None:
+@PATHS
+def test_a_target_reached_only_in_collision_fails_with_the_best_configuration(reference: bool) -> None:
     robot = ik_layer.load_robot("panda")
     q = robot.random_q(6, generator=gen(9))
     target = robot.fk(q)
     wall = Sphere(target[:, :3, 3], 0.05)  # a ball around each flange: reaching it means touching the ball
-    result = ik_layer.solve(robot, target, obstacles=[wall], max_iterations=60, generator=gen(10))
+    result = ik_layer.solve(robot, target, obstacles=[wall], max_iterations=60, generator=gen(10), reference=reference)
     assert not bool(result.success.any())
     assert result.min_distance is not None
     for b in range(target.shape[0]):  # the best found: at the pose in collision, or short of the pose
@@ -170,14 +181,15 @@ def test_a_target_reached_only_in_collision_fails_with_the_best_configuration() 
 
 
 @pytest.mark.skipif(ERD is None, reason="example-robot-data not installed")
-def test_collision_free_answers_are_free_of_the_published_geometry() -> None:
+@PATHS
+def test_collision_free_answers_are_free_of_the_published_geometry(reference: bool) -> None:
     """The spheres cover the panda's published collision primitives, so coal finds the primitives themselves clear
     of the obstacles at every success."""
     assert ERD is not None
     urdf = ERD / "panda_description/urdf/panda_collision.urdf"
     robot = ik_layer.load_robot(urdf, "panda_hand_tcp")
     target = targets_with_free_answers(robot, SCENE, 24, 11, False)
-    result = ik_layer.solve(robot, target, obstacles=SCENE, generator=gen(12))
+    result = ik_layer.solve(robot, target, obstacles=SCENE, generator=gen(12), reference=reference)
     assert float(result.success.float().mean()) >= 0.9
     model = robot.full_model
     geometry = pin.buildGeomFromUrdf(model, str(urdf), pin.COLLISION)
@@ -212,8 +224,8 @@ def test_bad_collision_input_is_refused() -> None:
         ik_layer.solve(robot, target, self_collision=2)
     with pytest.raises(IKLayerError, match="collision_activation must be a number in"):
         ik_layer.solve(robot, target, obstacles=[TABLE], collision_activation=0.0)
-    with pytest.raises(IKLayerError, match="engine does not solve with obstacles"):
-        ik_layer.solve(robot, target, obstacles=[TABLE], engine=ik_layer.Engine(robot))
+    with pytest.raises(IKLayerError, match="has no collision spheres"):
+        ik_layer.Engine(bare).submit(bare.fk(bare.random_q(1, generator=gen(14))), None, SolveOptions(self_collision=1))
     with pytest.raises(ik_layer.ShapeError, match="do not broadcast"):
         Sphere(torch.zeros(3, 3), torch.ones(2))
     with pytest.raises(IKLayerError, match="radius must be positive"):

@@ -117,7 +117,7 @@ def test_the_tensor_store_launches_through_warp_and_the_host_store_through_its_b
     for name in ("host", "tensor"):
         store = open_store(robot, 4, name)
         launch = BlockLauncher(store)
-        assert (launch._launch_for(frozenset()).cpu_args is None) == (name == "tensor")
+        assert (launch._launch_for(frozenset(), False).cpu_args is None) == (name == "tensor")
         store.admit(slice(0, 4), target, None, OPTIONS, seed=3)
         launch(5)
         ends.append((store.q.clone(), store.iterations.clone()))

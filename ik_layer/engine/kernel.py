@@ -52,6 +52,7 @@ import torch
 import warp as wp
 
 from ik_layer.core.lm import LM
+from ik_layer.engine.collision_step import collision_functions, collision_structs
 from ik_layer.engine.configuration import configuration_functions
 from ik_layer.engine.damped_step import step_functions
 from ik_layer.engine.pose_cost import pose_cost_functions
@@ -107,6 +108,9 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         check_every: wp.array(dtype=wp.int32)
         posture: wp.array2d(dtype=f)
         gains: wp.array(dtype=gains_type(dtype))
+        scene: wp.array(dtype=wp.vec2i)
+        self_collision: wp.array(dtype=wp.int32)
+        collision: wp.array(dtype=vec2)
 
     @wp.struct
     class SlotState:
@@ -145,10 +149,16 @@ def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
 @functools.cache
 def lm_block_kernel(
-    layout: Layout, dtype: torch.dtype, lazy_jacobian: bool = True, terms: frozenset[int] = frozenset()
+    layout: Layout,
+    dtype: torch.dtype,
+    lazy_jacobian: bool = True,
+    terms: frozenset[int] = frozenset(),
+    links: Layout | None = None,
 ) -> wp.Kernel:
     """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms`` (indices
-    in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in.
+    in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in, and the collision term
+    (:mod:`~ik_layer.engine.collision_step`) where ``links`` is the layout of the chains of the links that carry the
+    robot's collision spheres (each slot's scene and ``self_collision`` switch it on).
 
     ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
     step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next
@@ -156,7 +166,8 @@ def lm_block_kernel(
     far fewer values per thread (``bench/kernel_resources.py``). Otherwise (the host store's, for CPUs) each
     candidate's one walk takes its Jacobian too. Both give the same answers, bit for bit.
 
-    Cached per ``(layout, dtype, lazy_jacobian, terms)``; warp caches the compiled module on disk across processes.
+    Cached per ``(layout, dtype, lazy_jacobian, terms, links)``; warp caches the compiled module on disk across
+    processes.
     Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the slots' two structs.
     """
     fns = lm_functions(layout, dtype)
@@ -164,6 +175,11 @@ def lm_block_kernel(
     wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
     secondary = secondary_function(layout, dtype, terms)
     with_terms = bool(terms)
+    with_collision = links is not None
+    pulls = with_terms or with_collision  # compiled in: seeds may pull in the null space and polish
+    collide = collision_functions(layout, links, dtype).collide if links is not None else None
+    Spheres, Obstacles = collision_structs(dtype)
+    collision_gain = LM.collision_gain
     ranks_with_jacobian = any(TERMS[k].needs_jacobian for k in terms)
     t = kernel_types(layout, dtype)
     f, vec2, Chain = t.f, t.vec2, t.Chain
@@ -181,6 +197,45 @@ def lm_block_kernel(
         return f(0.5) + f(0.25) * s / (f(1.0) + wp.abs(s))
 
     @wp.func
+    def terms_at(
+        q: vecq,
+        jac: jac_t,
+        goal: vecq,
+        gains: gains_type(dtype),
+        use_terms: wp.int32,
+        chain: Chain,
+        links_chain: Chain,
+        spheres: Spheres,
+        obstacles: Obstacles,
+        scene: wp.vec2i,
+        self_on: wp.int32,
+        limits: vec2,
+    ):
+        """The gradient (dof) and cost at ``q`` of the secondary terms (``jac`` at ``q`` where a term reads it) and
+        of the collision term (scene ``scene``, ``self_on``, ``limits`` = (margin, activation)), and the least
+        collision distance (+inf without collision), as ``ik_layer.reference._Problem.secondary``."""
+        grad = vect()
+        s = f(0.0)
+        least = f(wp.inf)
+        if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
+            if use_terms != 0:
+                grad, s = secondary(q, jac, goal, gains, chain)
+        if wp.static(with_collision):  # noqa: SIM102
+            if self_on != 0 or scene[1] > 0:
+                push, cost, least = collide(q, links_chain, spheres, obstacles, scene, self_on, limits[0], limits[1])
+                grad = grad + f(collision_gain) * push
+                s = s + f(collision_gain) * cost
+        return grad, s, least
+
+    @wp.func
+    def gated(score: f, least: f, limits: vec2) -> f:
+        """``score``, or ``1 + (margin - least) / activation`` for a configuration within the pose tolerances but
+        closer than the margin (``ik_layer.reference._Problem.gated``)."""
+        if score <= f(1.0) and least < limits[0]:
+            return f(1.0) + (limits[0] - least) / limits[1]
+        return score
+
+    @wp.func
     def rank_at(
         score: f,
         q: vecq,
@@ -188,29 +243,40 @@ def lm_block_kernel(
         goal: vecq,
         gains: gains_type(dtype),
         use_pull: wp.int32,
+        use_terms: wp.int32,
         i: int,
         target_rot: wp.array2d(dtype=mat33),
         target_pos: wp.array2d(dtype=vec3),
         w: vecr,
         chain: Chain,
+        links_chain: Chain,
+        spheres: Spheres,
+        obstacles: Obstacles,
+        scene: wp.vec2i,
+        self_on: wp.int32,
+        limits: vec2,
     ):
-        """The rank of ``q`` at ``score``: the score, or for a success with secondary terms
-        :func:`ik_layer.terms.rank_of_cost` of their cost (``jac`` at ``q`` where a term reads it); and 1 if that
-        success has nothing to polish (the terms' gradient is zero there), else 0."""
+        """The rank of ``q`` at pose score ``score``: the score; for a configuration within the pose tolerances
+        with secondary or collision terms, :func:`gated` of it, or for a success :func:`ik_layer.terms.rank_of_cost`
+        of their cost. And 1 if that success has nothing to polish (their gradient is zero there), else 0."""
         rank = score
         settled = wp.int32(0)
-        if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
+        if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_pull != 0 and score <= f(1.0):
                 jac_q = jac
                 if wp.static(ranks_with_jacobian):  # the lazy Jacobian may lag q: taken afresh, once per success
                     _e, jac_q, _cost = evaluate(q, i, target_rot, target_pos, w, chain)
-                grad, s = secondary(q, jac_q, goal, gains, chain)
-                rank = rank_of_cost(s)
-                moving = wp.int32(0)
-                for a in range(dof):
-                    if grad[a] != f(0.0):
-                        moving = 1
-                settled = 1 - moving
+                grad, s, least = terms_at(
+                    q, jac_q, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
+                )
+                rank = gated(score, least, limits)
+                if rank <= f(1.0):
+                    rank = rank_of_cost(s)
+                    moving = wp.int32(0)
+                    for a in range(dof):
+                        if grad[a] != f(0.0):
+                            moving = 1
+                    settled = 1 - moving
         return rank, settled
 
     @wp.kernel(**KERNEL_OPTIONS)
@@ -218,6 +284,9 @@ def lm_block_kernel(
         chain: Chain,  # the robot's chains and the joints' limits
         problem: SlotProblem,
         slot: SlotState,
+        links_chain: Chain,  # the chains of the links carrying collision spheres (unread without collision)
+        spheres: Spheres,  # the robot's collision spheres and self-collision pairs
+        obstacles: Obstacles,  # the obstacle table the slots' scenes index
         block: wp.int32,  # iterations in this launch
     ):
         target_rot, target_pos, weights, tolerance = (
@@ -254,14 +323,24 @@ def lm_block_kernel(
             q[a] = q_state[i, a]
             bq_best[a] = best_q[i, a]
         gains = problem.gains[i]
-        use_pull = wp.int32(0)
+        use_terms = wp.int32(0)
         if wp.static(with_terms):
             for k in range(wp.static(len(TERMS))):
                 if gains[k] != f(0.0):
-                    use_pull = 1
-            if use_pull != 0:
+                    use_terms = 1
+            if use_terms != 0:
                 for a in range(nq):
                     goal[a] = posture[i, a]
+        scene = wp.vec2i()
+        self_on = wp.int32(0)
+        limits = vec2(f(0.0), f(1.0))
+        use_pull = use_terms
+        if wp.static(with_collision):
+            scene = problem.scene[i]
+            self_on = problem.self_collision[i]
+            limits = problem.collision[i]
+            if self_on != 0 or scene[1] > 0:
+                use_pull = 1
         mu = mu_state[i]
         best = best_score[i]
         berr = best_error[i]
@@ -273,7 +352,7 @@ def lm_block_kernel(
         every = check_every[i]
         patience = restart_after[i]
         st = int(RUNNING)
-        polish = polish_from[i]  # the iteration of the seed's first success with secondary terms, else -1
+        polish = polish_from[i]  # the iteration of the seed's first success with secondary terms; -1, or -2: stuck
         scale = polish_scale[i]  # the polish's step, a fraction of the pull
         drawn = random_start[i]
         if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
@@ -292,12 +371,15 @@ def lm_block_kernel(
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            rank, settled = rank_at(score, q, jac, goal, gains, use_pull, i, target_rot, target_pos, w, chain)
+            rank, settled = rank_at(
+                score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
+                links_chain, spheres, obstacles, scene, self_on, limits,
+            )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
                 if use_pull == 0 or settled != 0:
                     st = SOLVED
-                else:  # with secondary terms a success polishes first
+                else:  # with secondary or collision terms a success polishes first
                     polish = 0
                     scale = f(1.0)
 
@@ -314,11 +396,13 @@ def lm_block_kernel(
             damping = mu * cost + f(floor)
             pull = vect()
             s_now = f(0.0)
-            if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
+            if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
                 if use_pull != 0:
-                    grad, s_now = secondary(q, jac, goal, gains, chain)
+                    grad, s_now, _least = terms_at(
+                        q, jac, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
+                    )
                     pull = -grad
-            if wp.static(with_terms):  # noqa: SIM102
+            if wp.static(pulls):  # noqa: SIM102
                 if polish >= 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
                     done = wp.int32(0)
                     kept = wp.int32(0)
@@ -330,7 +414,10 @@ def lm_block_kernel(
                     q_new, ok = candidate(q, e, jac, w, damping, step_pull, within, chain)
                     if ok != 0:
                         e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
-                        _grad_new, s_new = secondary(q_new, jac_new, goal, gains, chain)
+                        _grad_new, s_new, least_new = terms_at(
+                            q_new, jac_new, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene,
+                            self_on, limits,
+                        )  # fmt: skip
                         score = score_of(e_new, w, tol)
                         if within != 0:
                             if score <= f(polish_slack) and s_new < s_now:
@@ -346,8 +433,8 @@ def lm_block_kernel(
                             jac = jac_new
                             cost = cost_new
                             stale = 0
-                            rank = score
-                            if score <= f(1.0):
+                            rank = gated(score, least_new, limits)
+                            if rank <= f(1.0):
                                 rank = rank_of_cost(s_new)
                             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
                     if within != 0:
@@ -362,7 +449,11 @@ def lm_block_kernel(
                     it += 1
                     age += 1
                     if done != 0 or it - polish >= polish_iterations:
-                        st = SOLVED
+                        if best < f(1.0):  # a success recorded (collision-free)
+                            st = SOLVED
+                        else:  # polished to no success (in collision): restarted at the next progress check
+                            polish = -2
+                            age = patience
                     continue
             # the pulled step; if it does not lower the cost, the plain one (the pull must not hold the seed back)
             accept = wp.int32(0)
@@ -389,23 +480,26 @@ def lm_block_kernel(
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            rank, settled = rank_at(score, q, jac, goal, gains, use_pull, i, target_rot, target_pos, w, chain)
+            rank, settled = rank_at(
+                score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
+                links_chain, spheres, obstacles, scene, self_on, limits,
+            )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
-            if score <= f(1.0):
-                if use_pull == 0 or settled != 0:
-                    st = SOLVED
-                else:  # with secondary terms the success polishes from the next iteration
-                    polish = it
-                    scale = f(1.0)
-            elif it % every == 0 and it < limit:  # progress check: restart a stalled seed at random
+            if score <= f(1.0) and (use_pull == 0 or settled != 0):
+                st = SOLVED
+            elif score <= f(1.0) and polish == -1:  # with secondary or collision terms: polish from the next one
+                polish = it
+                scale = f(1.0)
+            if st == RUNNING and polish < 0 and it % every == 0 and it < limit:  # progress check: restart at random
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
                     q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
                     mu = f(mu_init)
                     age = 0
+                    polish = -1
                     e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
                 last = cost
-        if st == RUNNING and it >= limit:  # out of budget: solved if polishing a success
-            st = SOLVED if polish >= 0 else EXHAUSTED
+        if st == RUNNING and it >= limit:  # out of budget: solved if a success was recorded (polishing)
+            st = SOLVED if best < f(1.0) else EXHAUSTED
 
         for a in range(nq):
             q_state[i, a] = q[a]

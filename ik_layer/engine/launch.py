@@ -19,8 +19,9 @@ __all__ = ["BlockLauncher"]
 class BlockLauncher:
     """A recorded launch of :func:`lm_block_kernel` over one :class:`~ik_layer.engine.slots.Slots`.
 
-    One recorded launch per set of secondary terms the slots have used (:attr:`Slots.terms_used`): a plain solve
-    runs the kernel without them. The arguments (the robot's chains and the slots' warp views) are bound once; each call
+    One recorded launch per set of secondary terms the slots have used (:attr:`Slots.terms_used`) and whether they
+    checked collision (:attr:`Slots.collision_used`): a plain solve runs the kernel without either. The arguments
+    (the robot's chains, the collision spheres, the obstacle table and the slots' warp views) are bound once; each call
     replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
     queued on torch's current stream, as the store gives it; on the CPU warp runs it before returning).
     Over a host store the launch skips warp's per-call argument packing (see :func:`_cpu_arguments`).
@@ -29,8 +30,8 @@ class BlockLauncher:
     def __init__(self, slots: Slots) -> None:
         self.slots = slots
         self.device = wp.device_from_torch(slots.device)
-        self._launches: dict[frozenset[int], _Launch] = {}
-        self._launch_for(slots.terms_used)  # the plain kernel compiles or loads here
+        self._launches: dict[tuple[frozenset[int], bool], _Launch] = {}
+        self._launch_for(slots.terms_used, slots.collision_used)  # the plain kernel compiles or loads here
 
     def __call__(self, block: int, rows: int | None = None) -> None:
         """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
@@ -41,7 +42,7 @@ class BlockLauncher:
             raise ValueError(f"rows must lie in [0, {self.slots.capacity}], got {rows!r}")
         if rows == 0:
             return
-        launch = self._launch_for(self.slots.terms_used)
+        launch = self._launch_for(self.slots.terms_used, self.slots.collision_used)
         if rows != launch.rows:
             launch.command.set_dim(rows)
             launch.rows = rows
@@ -54,23 +55,25 @@ class BlockLauncher:
         launch.command.set_param_at_index(_BLOCK_INDEX, block)
         launch.command.launch(stream=self.slots.stream())
 
-    def _launch_for(self, terms: frozenset[int]) -> _Launch:
-        """The recorded launch of the kernel with the secondary ``terms`` compiled in, recorded at its first use."""
-        launch = self._launches.get(terms)
+    def _launch_for(self, terms: frozenset[int], collision: bool) -> _Launch:
+        """The recorded launch of the kernel with the secondary ``terms`` and, if ``collision``, the collision term
+        compiled in, recorded at its first use."""
+        launch = self._launches.get((terms, collision))
         if launch is None:
             slots = self.slots
-            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms)
+            links = slots.links if collision else None
+            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms, links)
+            inputs = [slots.chain, slots.problem, slots.state, slots.link_chain, slots.spheres, slots.obstacles.struct]
             with quiet_warp():  # the module compiles or loads here
                 command = wp.launch(
-                    kernel, dim=slots.capacity, inputs=[slots.chain, slots.problem, slots.state, 1],
-                    device=self.device, record_cmd=True,
-                )  # fmt: skip
+                    kernel, dim=slots.capacity, inputs=[*inputs, 1], device=self.device, record_cmd=True
+                )
             cpu_args = _cpu_arguments(command) if isinstance(slots, HostStore) else None
-            launch = self._launches[terms] = _Launch(command, slots.capacity, cpu_args)
+            launch = self._launches[terms, collision] = _Launch(command, slots.capacity, cpu_args)
         return launch
 
 
-_BLOCK_INDEX = 3  # the launch's inputs: chain, problem, state, block
+_BLOCK_INDEX = 6  # the launch's inputs: chain, problem, state, link_chain, spheres, obstacles, block
 
 
 @dataclass

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ik_layer.collision.cost import CollisionCost
+from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult, frame_errors
@@ -41,10 +43,6 @@ from ik_layer.engine.store import open_store
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
-
-_NO_COLLISION = (
-    "the engine does not solve with obstacles or self_collision yet: ik_layer.solve runs those on the reference path"
-)
 
 __all__ = ["CANCELLED", "DEADLINE", "ROW_STATUS", "Engine", "Request"]
 
@@ -69,7 +67,10 @@ class Request:
         posture: (n, nq) preferred configurations, or None.
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
+        collision: the collision term of every target (its obstacles, self-collision), or None.
+        scene: the rows (first, count) of the request's obstacles in the engine's table once placed, else None.
         q: (n, nq) best configurations (the answer once :attr:`done` is set).
+        min_distance: (n,) the least collision distance at ``q`` [m] once answered, with a collision term.
         done: set when every target has retired.
         unreachable: (n,) bool numpy, the targets out of the robot's reach, given a short budget (see
             :meth:`Engine.submit`); all False unless set before the request is queued.
@@ -83,6 +84,9 @@ class Request:
     seed: int
     deadline: float | None
     initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
+    collision: CollisionCost | None = field(default=None, repr=False)
+    scene: tuple[int, int] | None = None
+    min_distance: Tensor | None = field(default=None, repr=False)
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -146,6 +150,7 @@ class Request:
             position_error=tensor(a.error[:, 0].reshape(shape)),
             orientation_error=tensor(a.error[:, 1].reshape(shape)),
             iterations=tensor(self.used.reshape(shape)),
+            min_distance=None if self.min_distance is None else self.min_distance.reshape(shape),
         )
 
     def finish(self, robot: Robot) -> None:
@@ -157,6 +162,8 @@ class Request:
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
             self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
+        if self.collision is not None:
+            self.min_distance = self.collision.min_distance(robot, self.q)
         self.done.set()
 
 
@@ -216,6 +223,7 @@ class Engine:
         seed: int = 0,
         deadline: float | None = None,
         give_up: bool = True,
+        obstacles: Sequence[Obstacle] = (),
     ) -> Request:
         """Queue a request (thread-safe) and return it; :meth:`step` does the work.
 
@@ -233,9 +241,13 @@ class Engine:
             give_up: give the targets that lie out of the robot's reach (over their weighted position axes,
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
+            obstacles: checked obstacles every target's answer keeps clear of (see :func:`ik_layer.solve`); with
+                them or ``options.self_collision`` the robot needs collision spheres. The request waits in the
+                queue until the engine's obstacle table has room for them.
         """
-        if options.self_collision:
-            raise IKLayerError(_NO_COLLISION)
+        collision = CollisionCost.of(self.robot, obstacles, options)
+        if (obstacles or options.self_collision) and collision is None:
+            raise IKLayerError(f"robot {self.robot.name!r} has no collision spheres: obstacles need them")
         n = target.shape[0]
         if weights is None:
             weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
@@ -244,7 +256,7 @@ class Engine:
             initial = self._home
         elif start.dim() == 2:
             start = start[:, None]
-        request = Request(target, start, weights, posture, options, seed, deadline, initial)
+        request = Request(target, start, weights, posture, options, seed, deadline, initial, collision)
         store = self.slots
         for name in ("target", "start", "weights", "posture", "q", "error"):
             tensor = getattr(request, name)
@@ -267,8 +279,6 @@ class Engine:
         limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
         seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
         """
-        if problem.obstacles:
-            raise IKLayerError(_NO_COLLISION)
         given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
         return self.submit(
             problem.target,
@@ -278,6 +288,7 @@ class Engine:
             posture=problem.posture,
             seed=seed,
             deadline=deadline,
+            obstacles=problem.obstacles,
         )
 
     def solve(self, problem: Problem, seed: int) -> IKResult:
@@ -347,7 +358,7 @@ class Engine:
                     self._waiting.popleft()
                     self._drop_unadmitted(request, CANCELLED if request.cancelled else DEADLINE)
                     continue
-                if self._used >= self.slots.capacity:
+                if self._used >= self.slots.capacity or not self._place_scene(request):
                     break
                 take = min(self.slots.capacity - self._used, request.rows - request.admitted)
                 rows = np.arange(request.admitted, request.admitted + take)
@@ -355,6 +366,13 @@ class Engine:
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
+
+    def _place_scene(self, request: Request) -> bool:
+        """Whether ``request``'s obstacles are in the obstacle table, placing them there if there is room."""
+        if request.scene is None:
+            shapes = () if request.collision is None else request.collision.obstacles
+            request.scene = self.slots.obstacles.add(shapes)
+        return request.scene is not None
 
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
         """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
@@ -371,7 +389,7 @@ class Engine:
         self.slots.admit(
             into, arrays.target[of], arrays.start[of, k] if k < request.given else None, request.options,
             weights=arrays.weights[of], seed=request.seed, rng_offset=rng_offset,
-            posture=None if arrays.posture is None else arrays.posture[of],
+            posture=None if arrays.posture is None else arrays.posture[of], scene=request.scene or (0, 0),
         )  # fmt: skip
         unreachable = request.unreachable[at]
         if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'
@@ -540,6 +558,8 @@ class Engine:
         self._free_slots(request, held[held >= 0])
         if request.retired == request.rows:
             self._active.pop(request.id, None)
+            if request.scene is not None:
+                self.slots.obstacles.release(request.scene)
             request.finish(self.robot)
 
     def _free_slots(self, request: Request, slots: np.ndarray) -> None:

@@ -25,10 +25,12 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
+from ik_layer.engine.collision_step import collision_structs
 from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
+from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
-from ik_layer.model.warp_runtime import init_warp
+from ik_layer.model.warp_runtime import bind_struct, init_warp
 from ik_layer.terms import TERMS, gains_of, used_terms
 
 if TYPE_CHECKING:
@@ -68,6 +70,8 @@ class Slots(ABC, Generic[StoreArray]):
         budget, restart_after, check_every: int32 iteration counts of the problem.
         posture (nq,): the preferred configuration, where the posture's gain is not 0.
         gains (T,): each secondary term's gain, in :data:`ik_layer.terms.TERMS` order (0: off).
+        scene (2,): int32 the first row and count of the slot's obstacles in :attr:`obstacles`; self_collision:
+            int32 1 where the robot's self-collision pairs count; collision (2,): the margin and activation [m].
         random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
             from the slot's restart stream), 2 once drawn, 0 for a given start.
         q (nq,), mu: the current configuration and relative damping.
@@ -84,6 +88,10 @@ class Slots(ABC, Generic[StoreArray]):
             polish_scale: the polish's step, a fraction of the terms' pull.
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
+        links: the layout of the chains of the links carrying the robot's collision spheres (None: no spheres);
+            link_chain, spheres: those chains and the spheres as the kernel reads them
+            (:func:`~ik_layer.engine.collision_step.collision_structs`).
+        obstacles: the table of the obstacles of the scenes in flight (a row without collision spheres).
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
     """
 
@@ -113,6 +121,10 @@ class Slots(ABC, Generic[StoreArray]):
         self.posture = torch.zeros(n, nq, **real)
         self.gains = torch.zeros(n, len(TERMS), **real)
         self.terms_used: frozenset[int] = frozenset()  # of the slots admitted since the last forget_terms()
+        self.scene = torch.zeros(n, 2, **count)
+        self.self_collision = torch.zeros(n, **count)
+        self.collision = torch.zeros(n, 2, **real)
+        self.collision_used = False  # whether a slot admitted since the last forget_terms() checks collision
         self.random_start = torch.zeros(n, **count)
         self.q = torch.zeros(n, nq, **real)
         self.mu = torch.full((n,), LM.mu_init, **real)
@@ -130,6 +142,7 @@ class Slots(ABC, Generic[StoreArray]):
         self.polish_scale = torch.ones(n, **real)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
+        self._bind_collision(robot)
         self.problem, self.state = (self._bind(struct) for struct in slot_structs(self.dtype))  # the kernel's
         # How the host reaches the slots: this store's arrays of the same memory (numpy views or the tensors).
         names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
@@ -165,13 +178,31 @@ class Slots(ABC, Generic[StoreArray]):
 
     # ------------------------------------------------------------------------ the same for every store
 
+    def _bind_collision(self, robot: Robot) -> None:
+        """The kernel's structs of the robot's collision spheres (empty without them) and the obstacle table."""
+        model = robot.collision
+        self._link_chains = None if model is None else robot.chains_to(model.links)  # kept alive: bound below
+        self.links = None if self._link_chains is None else self._link_chains.layout
+        self.link_chain = self.chain if self._link_chains is None else bind_chain(self._link_chains)
+        self.obstacles = ObstacleTable(self.dtype, self.device, TABLE_ROWS if model is not None else 1)
+        self._sphere_tensors = {
+            "link": torch.zeros(0, dtype=torch.int32, device=self.device),
+            "center": torch.zeros(0, 3, dtype=self.dtype, device=self.device),
+            "radius": torch.zeros(0, dtype=self.dtype, device=self.device),
+            "pairs": torch.zeros(0, 2, dtype=torch.int32, device=self.device),
+        }
+        if model is not None:
+            self._sphere_tensors = {
+                "link": model.link_index.to(torch.int32),
+                "center": model.centers.contiguous(),
+                "radius": model.radii.contiguous(),
+                "pairs": model.pairs.to(torch.int32).contiguous(),
+            }
+        self.spheres = bind_struct(collision_structs(self.dtype)[0], self._sphere_tensors)
+
     def _bind(self, struct_type: Struct) -> object:
         """A ``struct_type`` (:func:`~ik_layer.engine.kernel.slot_structs`) of warp views of the fields of that name."""
-        struct = struct_type()
-        for name, var in struct_type.vars.items():
-            # warp annotates Var.type as a type; a struct field's holds its wp.array(dtype=...) annotation
-            setattr(struct, name, wp.from_torch(getattr(self, name), dtype=var.type.dtype))  # type: ignore[attr-defined]
-        return struct
+        return bind_struct(struct_type, {name: getattr(self, name) for name in struct_type.vars})
 
     def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | StoreArray:
         """Slots (or rows) as this store's arrays take them: a slice as is, else a flat int64 index."""
@@ -192,6 +223,7 @@ class Slots(ABC, Generic[StoreArray]):
         seed: int = 0,
         rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
         posture: Tensor | StoreArray | None = None,
+        scene: tuple[int, int] = (0, 0),
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
@@ -203,7 +235,9 @@ class Slots(ABC, Generic[StoreArray]):
         ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Arrays are tensors on the slots'
         device or this store's arrays. Budgets and tolerances come from ``options``; ``weights`` (k, [F,] 6)
         default to ones; ``posture`` (k, nq), if given, is pulled towards in the null space and preferred among
-        successes (None: no posture for these slots). The slots' restart RNG streams are
+        successes (None: no posture for these slots). ``scene`` (first row, count) are the slots' obstacles in
+        :attr:`obstacles`; with them or ``options.self_collision`` the robot's spheres must exist. The slots' restart
+        RNG streams are
         ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot indices. Values are not validated
         (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
@@ -228,6 +262,12 @@ class Slots(ABC, Generic[StoreArray]):
         for k, gain in enumerate(gains):
             put["gains"][idx, k] = gain
         self.terms_used |= used_terms(gains)
+        put["scene"][idx, 0] = scene[0]
+        put["scene"][idx, 1] = scene[1]
+        put["self_collision"][idx] = options.self_collision
+        put["collision"][idx, 0] = options.collision_margin
+        put["collision"][idx, 1] = options.collision_activation
+        self.collision_used |= bool(scene[1] or options.self_collision)
         if posture is not None:
             put["posture"][idx] = value(posture)
         if q is None:
@@ -243,8 +283,10 @@ class Slots(ABC, Generic[StoreArray]):
         put["status"][idx] = RUNNING
 
     def forget_terms(self) -> None:
-        """Let the launches drop the secondary terms: call when no slot runs (the next admissions add theirs)."""
+        """Let the launches drop the secondary and collision terms: call when no slot runs (the next admissions add
+        theirs)."""
         self.terms_used = frozenset()
+        self.collision_used = False
 
     def set_budget(self, index: np.ndarray | Sequence[int] | slice, budget: np.ndarray) -> None:
         """Set the iteration budgets (k,) of the slots ``index`` (after :meth:`admit`)."""

@@ -16,7 +16,7 @@ import warp as wp
 
 from ik_layer.model.chain import ChainDescription, Layout
 from ik_layer.model.trig import sin_cos_function
-from ik_layer.model.warp_runtime import init_warp
+from ik_layer.model.warp_runtime import bind_struct, init_warp
 
 __all__ = ["KERNEL_OPTIONS", "bind_chain", "chain_functions", "chain_struct", "warp_types"]
 
@@ -94,10 +94,7 @@ def bind_chain(chains: ChainDescription) -> object:
         "continuous": chains.continuous.to(torch.int32),
         "full_turn": chains.full_turn.to(torch.int32),
     }
-    struct_type = chain_struct(chains.dtype)
-    chain = struct_type()
-    for name, tensor in tensors.items():
-        setattr(chain, name, wp.from_torch(tensor, dtype=struct_type.vars[name].type.dtype))
+    chain = bind_struct(chain_struct(chains.dtype), tensors)
     _BOUND[chains] = (chain, tensors)
     return chain
 

@@ -14,12 +14,16 @@ import functools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import torch
 import warp as wp
 
-__all__ = ["init_warp", "quiet_warp", "torch_stream"]
+if TYPE_CHECKING:
+    from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
+
+__all__ = ["bind_struct", "init_warp", "quiet_warp", "torch_stream"]
 
 NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
@@ -76,3 +80,13 @@ def torch_stream(device: torch.device) -> wp.Stream | None:
     if device.type != "cuda":
         return None
     return wp.stream_from_torch(torch.cuda.current_stream(device))
+
+
+def bind_struct(struct_type: Struct, tensors: Mapping[str, torch.Tensor]) -> object:
+    """A ``struct_type`` (a ``@wp.struct``) whose array fields are warp views of ``tensors`` (by field name; the
+    tensors must outlive it)."""
+    struct = struct_type()
+    for name, tensor in tensors.items():
+        dtype = struct_type.vars[name].type.dtype  # type: ignore[attr-defined]  # a field's wp.array annotation
+        setattr(struct, name, wp.from_torch(tensor, dtype=dtype))
+    return struct

@@ -1,0 +1,170 @@
+"""The collision term in the fused LM kernel (ik_layer.engine.collision_step) and its plumbing: the kernel's cost,
+gradient and least distance equal the reference term's (ik_layer.collision.cost) on a fixed and a floating base;
+both stores give the same answers; the obstacle table hands out ranges and a request waits for room; a request's
+answer does not depend on its neighbours' scenes."""
+
+# No `from __future__ import annotations`: warp reads the test kernel's annotations as live types.
+import pytest
+import torch
+import warp as wp
+
+import ik_layer
+from ik_layer import Box, Capsule, Sphere
+from ik_layer.collision.cost import CollisionCost
+from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.engine import Engine, open_store
+from ik_layer.engine.collision_step import collision_functions, collision_structs
+from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
+from ik_layer.model.kernel_types import kernel_types
+from ik_layer.testing import example_robot_data_dir, random_configurations, solve_on_engine
+
+F64 = torch.float64
+ERD = example_robot_data_dir()
+SCENE = [
+    Box([0.6, 0.0, -0.09, 0, 0, 0, 1], [0.8, 1.0, 0.1]),
+    Box([0.4, 0.1, 0.5, 0.2, 0.3, 0.1, 0.927], [0.2, 0.3, 0.1]),  # turned
+    Sphere([0.35, 0.3, 0.45], 0.1),
+    Capsule([0.5, -0.4, 0.1], [0.5, -0.4, 0.7], 0.05),
+]
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
+    """A kernel that writes the collision term (gradient, cost, least distance) of one configuration per thread."""
+    assert robot.collision is not None
+    layout, links = robot.chains.layout, robot.chains_to(robot.collision.links).layout
+    collide = collision_functions(layout, links, robot.dtype).collide
+    t = kernel_types(layout, robot.dtype)
+    Spheres, Obstacles = collision_structs(robot.dtype)
+
+    @wp.kernel(module="unique", enable_backward=False)
+    def term(
+        q: wp.array(dtype=t.vecq),
+        links_chain: t.Chain,
+        spheres: Spheres,
+        obstacles: Obstacles,
+        scene: wp.vec2i,
+        self_on: wp.int32,
+        margin: t.f,
+        activation: t.f,
+        grad: wp.array(dtype=t.vect),
+        cost: wp.array(dtype=t.f),
+        least: wp.array(dtype=t.f),
+    ):
+        i = wp.tid()
+        g, c, d = collide(q[i], links_chain, spheres, obstacles, scene, self_on, margin, activation)
+        grad[i] = g
+        cost[i] = c
+        least[i] = d
+
+    return term
+
+
+def panda(floating: bool) -> ik_layer.Robot:
+    if not floating:
+        return ik_layer.load_robot("panda")
+    if ERD is None:
+        pytest.skip("example-robot-data not installed")
+    urdf = ERD / "panda_description/urdf/panda_collision.urdf"
+    return ik_layer.load_robot(urdf, "panda_hand_tcp", floating_base=True, collision="auto")
+
+
+@pytest.mark.parametrize("floating", [False, True], ids=["fixed", "floating"])
+@pytest.mark.parametrize("self_collision", [0, 1])
+def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collision: int) -> None:
+    robot = panda(floating)
+    options = SolveOptions(self_collision=self_collision, collision_margin=0.01, collision_activation=0.1)
+    term = CollisionCost.of(robot, SCENE, options)
+    assert term is not None
+    q = random_configurations(robot, 256, gen(1))
+    cost, gradient, least = term.cost_and_gradient(robot, q)
+    assert int((cost > 0).sum()) >= 32  # enough configurations near something
+
+    slots = open_store(robot, 1)
+    scene = slots.obstacles.add(SCENE)
+    assert scene == (0, len(SCENE))
+    t = kernel_types(robot.chains.layout, robot.dtype)
+    out_grad = torch.zeros(q.shape[0], robot.dof, dtype=F64)
+    out_cost, out_least = torch.zeros(q.shape[0], dtype=F64), torch.zeros(q.shape[0], dtype=F64)
+    wp.launch(
+        collide_kernel(robot), dim=q.shape[0],
+        inputs=[
+            wp.from_torch(q.contiguous(), dtype=t.vecq), slots.link_chain, slots.spheres, slots.obstacles.struct,
+            wp.vec2i(*scene), self_collision, 0.01, 0.1, wp.from_torch(out_grad, dtype=t.vect),
+            wp.from_torch(out_cost), wp.from_torch(out_least),
+        ],
+        device="cpu",
+    )  # fmt: skip
+    torch.testing.assert_close(out_cost, cost, atol=1e-10, rtol=0)
+    torch.testing.assert_close(out_grad, gradient, atol=1e-10, rtol=0)
+    torch.testing.assert_close(out_least, least, atol=1e-10, rtol=0)
+
+
+def test_both_stores_give_identical_answers_with_collision() -> None:
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q(24, generator=gen(2)))
+    options = SolveOptions(self_collision=1, num_seeds=4)
+    host = solve_on_engine(robot, target, options, obstacles=SCENE, seed=3, store="host")
+    tensor = solve_on_engine(robot, target, options, obstacles=SCENE, seed=3, store="tensor")
+    assert torch.equal(host.q, tensor.q)
+    assert torch.equal(host.success, tensor.success)
+    assert torch.equal(host.iterations, tensor.iterations)
+    assert host.min_distance is not None and tensor.min_distance is not None
+    assert torch.equal(host.min_distance, tensor.min_distance)
+    assert float(host.success.float().mean()) >= 0.75  # some targets collide in their only reachable answers
+
+
+def test_the_obstacle_table_hands_out_the_first_free_range() -> None:
+    table = ObstacleTable(F64, torch.device("cpu"), rows=10)
+    four = [Sphere(torch.zeros(4, 3), 0.1)]
+    assert table.add([]) == (0, 0)
+    assert table.add(four) == (0, 4)
+    assert table.add(four) == (4, 4)
+    assert table.add(four) is None  # 2 rows left
+    table.release((0, 4))
+    assert table.add([Sphere([1.0, 2.0, 3.0], 0.5), Box([0, 0, 1, 0, 0, 0, 1], [2, 4, 6])]) == (0, 2)
+    assert table.fields["pos"][0].tolist() == [1.0, 2.0, 3.0] and float(table.fields["radius"][0]) == 0.5
+    assert table.fields["extent"][1].tolist() == [1.0, 2.0, 3.0] and float(table.fields["radius"][1]) == 0
+    assert table.add([Capsule([0, 0, 0], [0, 0, 1], 0.1)]) == (2, 1)
+    assert table.fields["extent"][2].tolist() == [0.0, 0.0, 1.0]
+    table.release((4, 4))
+    assert table.add(four) == (3, 4)
+
+
+def test_a_request_waits_for_room_in_the_obstacle_table() -> None:
+    robot = ik_layer.load_robot("panda")
+    far = [Sphere(torch.full((TABLE_ROWS // 4, 3), 5.0), 0.1)]  # a whole quarter of the table, out of reach
+    target = robot.fk(robot.random_q(5, generator=gen(4)))
+    engine = Engine(robot, capacity=8, block=8)
+    requests = [
+        engine.submit_problem(Problem.prepare(robot, target[k : k + 1], obstacles=far), seed=k) for k in range(5)
+    ]
+    engine.step()
+    assert [r.scene for r in requests[:4]] == [(k * TABLE_ROWS // 4, TABLE_ROWS // 4) for k in range(4)]
+    assert requests[4].scene is None and requests[4].admitted == 0  # waits: no room
+    engine.run()
+    assert requests[4].scene is not None
+    for request in requests:
+        result = request.result()
+        assert bool(result.success.all())
+        assert result.min_distance is not None and float(result.min_distance.min()) > 3
+
+
+def test_an_answer_does_not_depend_on_the_neighbours_scenes() -> None:
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q(6, generator=gen(5)))
+    options = SolveOptions(self_collision=1)
+    alone = Engine(robot, capacity=32, block=8)
+    mine = alone.submit_problem(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
+    alone.run()
+    shared = Engine(robot, capacity=32, block=8)
+    other = shared.submit_problem(Problem.prepare(robot, target.flip(0), obstacles=[SCENE[2]]), seed=7)
+    again = shared.submit_problem(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
+    shared.run()
+    assert other.scene is not None and again.scene is not None and other.scene != again.scene
+    assert torch.equal(mine.result().q, again.result().q)
+    assert torch.equal(mine.result().success, again.result().success)
