@@ -71,7 +71,8 @@ class _Problem:
         self.posture = posture
         self.gains = gains_of(options, posture is not None)
         self.collision = collision
-        self.pulls = bool(used_terms(self.gains)) or collision is not None  # seeds pull in the null space, polish
+        self.terms = bool(used_terms(self.gains))  # seeds pull in the null space on their way
+        self.pulls = self.terms or collision is not None  # successes polish (in collision: until free)
         self.generator = generator
         n = target.shape[0]
         self.best_q = target.new_zeros(n, robot.nq)
@@ -82,16 +83,23 @@ class _Problem:
         """The posture (A, 1, nq) of ``rows``, or None."""
         return None if self.posture is None else self.posture[rows, None]
 
-    def secondary(self, rows: Tensor, q: Tensor, jac: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def terms_gradient(self, rows: Tensor, q: Tensor, jac: Tensor) -> Tensor:
+        """The secondary terms' gradient (A, S, dof) at ``q`` (A, S, nq) with its pose Jacobian."""
+        return secondary_gradient(self.robot, q, jac, self.posture_rows(rows), self.gains)
+
+    def secondary(self, rows: Tensor, q: Tensor, jac: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """At ``q`` (A, S, nq) with its pose Jacobian: the secondary cost (A, S) (the terms' and the collision
-        term's), its gradient (A, S, dof) and the least collision distance (A, S) (+inf without collision)."""
-        posture = self.posture_rows(rows)
-        cost = secondary_cost(self.robot, q, jac, posture, self.gains)
-        gradient = secondary_gradient(self.robot, q, jac, posture, self.gains)
+        term's), its gradient (A, S, dof), the least collision distance (A, S) (+inf without collision) and whether
+        the terms' gradient alone is zero (A, S) (the collision term gates and repairs; it leaves nothing to
+        polish)."""
+        cost = secondary_cost(self.robot, q, jac, self.posture_rows(rows), self.gains)
+        gradient = self.terms_gradient(rows, q, jac)
+        still = (gradient == 0).all(dim=-1)
         if self.collision is None:
-            return cost, gradient, torch.full_like(cost, torch.inf)
+            return cost, gradient, torch.full_like(cost, torch.inf), still
         collision_cost, collision_gradient, least = self.collision.cost_and_gradient(self.robot, q)
-        return cost + LM.collision_gain * collision_cost, gradient + LM.collision_gain * collision_gradient, least
+        cost, gradient = cost + LM.collision_gain * collision_cost, gradient + LM.collision_gain * collision_gradient
+        return cost, gradient, least, still
 
     def gated(self, score: Tensor, least: Tensor) -> Tensor:
         """The score of configurations of pose score ``score`` and least collision distance ``least``: one within
@@ -181,7 +189,7 @@ class _Problem:
         score = rank = pose_score
         open_ = self.done_at[rows] < 0
         if self.pulls:
-            cost, gradient, least = self.secondary(rows, state.q, state.jac)
+            cost, _, least, still = self.secondary(rows, state.q, state.jac)
             score = self.gated(pose_score, least)
             rank = torch.where(score <= 1, rank_of_cost(cost), score)
         best_rank, best_seed = rank.min(dim=1)
@@ -192,7 +200,7 @@ class _Problem:
         if self.pulls:
             at_pose = ~state.polishing & (pose_score <= 1)
             starts = at_pose & (state.polish_age == -1)  # the seed polishes from the next step
-            settled = at_pose & (gradient == 0).all(dim=-1) & (score <= 1)  # a success with nothing to polish
+            settled = at_pose & still & (score <= 1)  # a success with nothing to polish
             solved = self.best_rank[rows] < 1  # the target has a success
             newly_done = open_ & solved & (state.polished | settled).any(dim=1)
             stuck = state.polished & ~solved[:, None]  # polished to no success (in collision): restarted at the check
@@ -242,14 +250,14 @@ class _LMState:
         Joints the step would push past a limit are set at that limit, and the step
         of the other joints is solved again with them fixed (one active-set pass).
         With secondary terms, a pulled step (down their gradient, projected on the damped null space) that does not
-        lower the cost falls back on the plain one: the pull must never hold a seed back from its target; polishing
-        seeds take :meth:`_polish`'s step instead.
+        lower the cost falls back on the plain one: the pull must never hold a seed back from its target. Polishing
+        seeds take :meth:`_polish`'s step instead, pulled by the collision term too.
         """
         robot = problem.robot
         floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = problem.weights[rows, None]
-        pull = -problem.secondary(rows, self.q, self.jac)[1] if problem.pulls else None
+        pull = -problem.terms_gradient(rows, self.q, self.jac) if problem.terms else None
         q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
@@ -273,24 +281,28 @@ class _LMState:
             polish_scale=self.polish_scale,
             polished=self.polished,
         )
-        return stepped if pull is None else self._polish(problem, rows, stepped, damping, pull)
+        if not problem.pulls:
+            return stepped
+        return self._polish(problem, rows, stepped, damping)
 
-    def _polish(self, problem: _Problem, rows: Tensor, stepped: _LMState, damping: Tensor, pull: Tensor) -> _LMState:
+    def _polish(self, problem: _Problem, rows: Tensor, stepped: _LMState, damping: Tensor) -> _LMState:
         """``stepped`` with the polishing seeds' step instead (:data:`ik_layer.core.lm.LM`'s ``polish_*``), the damping
         unchanged. Within tolerance: the pulled step at the seed's polish scale, kept iff the terms' cost falls and
         the errors stay within ``polish_slack`` times the tolerances (the scale then doubles, up to
         ``polish_max_scale``; else it is quartered). Out of it: the plain step, kept iff it lowers the pose's cost.
         A seed stops polishing when a kept step within tolerance, at a scale of 1 or less, lowers the terms' cost by
         ``polish_progress`` of it or less, when its scale falls below ``polish_min_scale``, when a correction is
-        refused, or ``polish_iterations`` after its first success."""
+        refused, or ``polish_iterations`` after its first success; with the collision term alone (no secondary terms),
+        also at a kept step within tolerance that is collision-free."""
         robot, w = problem.robot, problem.weights[rows, None]
+        s_now, gradient = problem.secondary(rows, self.q, self.jac)[:2]
+        pull = -gradient
         within = problem.score(self.e, rows) <= 1
         q_pulled, info_pulled = self._candidate(robot, w, damping, self.polish_scale[..., None] * pull)
         q_plain, info_plain = self._candidate(robot, w, damping, None)
         q_new, info = torch.where(within[..., None], q_pulled, q_plain), torch.where(within, info_pulled, info_plain)
         e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
-        s_now = problem.secondary(rows, self.q, self.jac)[0]
-        s_new = problem.secondary(rows, q_new, jac_new)[0]
+        s_new, _, least_new, _ = problem.secondary(rows, q_new, jac_new)
         score = problem.score(e_new, rows)
         on = self.polishing
         lower = torch.where(within, (score <= LM.polish_slack) & (s_new < s_now), cost_new < self.cost)
@@ -301,6 +313,8 @@ class _LMState:
         scale = torch.where(within, scale, self.polish_scale)
         given_up = ~kept & torch.where(within, scale < LM.polish_min_scale, True)
         done = converged | given_up | (self.polish_age + 1 >= LM.polish_iterations)
+        if problem.collision is not None and not problem.terms:  # collision alone: free is enough
+            done = done | (kept & within & (score <= 1) & problem.collision.free(least_new))
         k3, k4, o3, o4 = kept[..., None], kept[..., None, None], on[..., None], on[..., None, None]
         return _LMState(
             q=torch.where(k3, q_new, torch.where(o3, self.q, stepped.q)),

@@ -14,7 +14,7 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.engine import Engine, open_store
-from ik_layer.engine.collision_step import collision_functions, collision_structs
+from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.testing import example_robot_data_dir, random_configurations, solve_on_engine
@@ -37,7 +37,7 @@ def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
     """A kernel that writes the collision term (gradient, cost, least distance) of one configuration per thread."""
     assert robot.collision is not None
     layout, links = robot.chains.layout, robot.chains_to(robot.collision.links).layout
-    collide = collision_functions(layout, links, robot.dtype).collide
+    collide = collision_functions(layout, SphereLayout(links, len(robot.collision)), robot.dtype).collide
     t = kernel_types(layout, robot.dtype)
     Spheres, Obstacles = collision_structs(robot.dtype)
 

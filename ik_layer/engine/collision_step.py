@@ -4,7 +4,8 @@ The same term as :class:`ik_layer.collision.cost.CollisionCost` (its cost, gradi
 configuration per thread:
 
 1. the links carrying spheres are placed by a walk of their chains (:meth:`ik_layer.Robot.chains_to`, compiled in
-   as a second :class:`~ik_layer.model.chain.Layout`); a sphere's centre is its link's pose applied to its offset;
+   as a second :class:`~ik_layer.model.chain.Layout`, with the number of spheres: :class:`SphereLayout`); a
+   sphere's centre is its link's pose applied to its offset;
 2. each pair (a sphere and an obstacle of the slot's scene; a self-collision pair when the slot asks) closer than
    ``margin + activation`` adds ``1/2 (margin + activation - d)^2`` to the cost and pushes its spheres along the
    distance's gradient;
@@ -20,12 +21,14 @@ columns of ``rot``, half side lengths ``extent``).
 
 # No `from __future__ import annotations`: warp reads the functions' annotations as live types.
 import functools
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import torch
 import warp as wp
 
+from ik_layer.collision.model import RobotSpheres
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import chain_functions, warp_types
@@ -33,7 +36,7 @@ from ik_layer.model.warp_chain import chain_functions, warp_types
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
 
-__all__ = ["BOX", "ROUND", "collision_functions", "collision_structs"]
+__all__ = ["BOX", "ROUND", "SphereLayout", "collision_functions", "collision_structs", "sphere_tensors"]
 
 ROUND = 0  # a sphere or a capsule: the points within radius of a segment
 BOX = 1  # an oriented box
@@ -46,10 +49,12 @@ def collision_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
 
     @wp.struct
     class Spheres:
-        link: wp.array(dtype=wp.int32)  # per sphere: its link, a frame of the links' chains
-        center: wp.array(dtype=vec3)  # in its link's frame
+        first: wp.array(dtype=wp.int32)  # per link (a frame of the links' chains) and one more: its first sphere
+        bound_center: wp.array(dtype=vec3)  # per link: a ball holding its spheres, centre in the link's frame
+        bound_radius: wp.array(dtype=f)
+        center: wp.array(dtype=vec3)  # per sphere, link by link: centre in its link's frame
         radius: wp.array(dtype=f)
-        pairs: wp.array(dtype=wp.vec2i)  # the self-collision pairs (i < j)
+        pairs: wp.array(dtype=wp.vec2i)  # the self-collision pairs (indices in this order)
 
     @wp.struct
     class Obstacles:
@@ -62,21 +67,58 @@ def collision_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
     return Spheres, Obstacles
 
 
+def sphere_tensors(model: RobotSpheres) -> dict[str, torch.Tensor]:
+    """The fields of the kernel's ``Spheres`` struct for a robot's collision ``model``: its spheres ordered link by
+    link (the order of ``model.links``), each link's first sphere, a ball holding each link's spheres (centred at
+    their centres' mean), and the self-collision pairs in that order."""
+    index = model.link_index
+    order = torch.sort(index, stable=True).indices
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.shape[0], device=order.device)
+    per_link = torch.bincount(index, minlength=len(model.links))
+    first = torch.cat((per_link.new_zeros(1), per_link.cumsum(0)))
+    centers, radii = model.centers[order], model.radii[order]
+    bound_center = torch.zeros(len(model.links), 3, dtype=centers.dtype, device=centers.device)
+    bound_center.index_add_(0, index[order], centers)
+    bound_center /= per_link[:, None].to(centers.dtype)
+    reach = (centers - bound_center[index[order]]).norm(dim=-1) + radii
+    bound_radius = torch.zeros(len(model.links), dtype=radii.dtype, device=radii.device)
+    bound_radius.scatter_reduce_(0, index[order], reach, reduce="amax")
+    return {
+        "first": first.to(torch.int32),
+        "bound_center": bound_center,
+        "bound_radius": bound_radius,
+        "center": centers.contiguous(),
+        "radius": radii.contiguous(),
+        "pairs": rank[model.pairs].to(torch.int32).contiguous(),
+    }
+
+
+@dataclass(frozen=True)
+class SphereLayout:
+    """What a kernel compiles in about a robot's collision spheres: the layout of the chains of the links that carry
+    them, and how many spheres there are."""
+
+    links: Layout
+    spheres: int
+
+
 @functools.cache
-def collision_functions(layout: Layout, links: Layout, dtype: torch.dtype) -> SimpleNamespace:
-    """``collide`` for a robot of ``layout`` whose sphere-carrying links' chains have the layout ``links``, in
-    ``dtype`` floats: ``collide(q, links_chain, spheres, obstacles, scene, self_on, margin, activation)`` gives the
-    term's gradient (dof) w.r.t. the tangent at ``q``, its cost and the least distance (+inf without pairs)."""
+def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: torch.dtype) -> SimpleNamespace:
+    """``collide`` for a robot of ``layout`` with the collision spheres of ``spheres_layout``, in ``dtype`` floats:
+    ``collide(q, links_chain, spheres, obstacles, scene, self_on, margin, activation)`` gives the term's gradient
+    (dof) w.r.t. the tangent at ``q``, its cost and the least distance (+inf without pairs)."""
     t = kernel_types(layout, dtype)
     f, vec3, mat33, vecq, vect = t.f, t.vec3, t.mat33, t.vecq, t.vect
     bv = t.bv
     Chain = t.Chain
     Spheres, Obstacles = collision_structs(dtype)
-    count, length = links.frames, links.length
+    links = spheres_layout.links
+    count, length, total = links.frames, links.length, spheres_layout.spheres
     walk = chain_functions(links, dtype)
     base_pose, chain_tip, chain_pose = walk.base_pose, walk.chain_tip, walk.chain_pose
-    placed_t = wp.types.matrix((3 * count, 4), f)  # each link's pose in the base frame, rows [R | p]
-    wrench_t = wp.types.matrix((count, 6), f)  # each link's [force; moment about the base origin], base frame
+    points_t = wp.types.matrix((total, 3), f)  # per sphere: its centre, or the push on it
+    bounds_t = wp.types.matrix((count, 3), f)  # per link: the centre of the ball holding its spheres
     floating = layout.floating
 
     @wp.func
@@ -125,25 +167,11 @@ def collision_functions(layout: Layout, links: Layout, dtype: torch.dtype) -> Si
         return out + wp.min(deepest, f(0.0)), rot * direction
 
     @wp.func
-    def centre_of(placed: placed_t, link: int, offset: vec3) -> vec3:
-        """A sphere's centre in the base frame, its link's pose in ``placed`` and its ``offset`` in that link."""
-        r = 3 * link
-        rot = mat33(
-            placed[r, 0], placed[r, 1], placed[r, 2],
-            placed[r + 1, 0], placed[r + 1, 1], placed[r + 1, 2],
-            placed[r + 2, 0], placed[r + 2, 1], placed[r + 2, 2],
-        )  # fmt: skip
-        return rot * offset + vec3(placed[r, 3], placed[r + 1, 3], placed[r + 2, 3])
-
-    @wp.func
-    def push(wrench: wrench_t, link: int, centre: vec3, force: vec3) -> wrench_t:
-        """``wrench`` with ``force`` at ``centre`` (base frame) added to ``link``'s."""
-        out = wrench
-        moment = wp.cross(centre, force)
-        for k in range(3):
-            out[link, k] = out[link, k] + force[k]
-            out[link, 3 + k] = out[link, 3 + k] + moment[k]
-        return out
+    def obstacle_distance(p: vec3, obstacles: Obstacles, o: int):
+        """Distance from ``p`` to obstacle ``o``'s surface, negative inside, and its gradient in ``p``."""
+        if obstacles.kind[o] == ROUND:
+            return round_distance(p, obstacles.pos[o], obstacles.extent[o], obstacles.radius[o])
+        return box_distance(p, obstacles.rot[o], obstacles.pos[o], obstacles.extent[o])
 
     @wp.func
     def collide(
@@ -158,71 +186,82 @@ def collision_functions(layout: Layout, links: Layout, dtype: torch.dtype) -> Si
     ):
         """The collision term at ``q``: gradient (dof), cost and least distance (see the module's docstring)."""
         base_rot, base_pos = base_pose(q)
-        placed = placed_t()
+        centres = points_t()  # in the base frame
+        bounds = bounds_t()  # each link's bounding ball's centre, in the world
         for link in range(count):
             rot, pos = chain_tip(q, link, links_chain)
+            for s in range(spheres.first[link], spheres.first[link + 1]):
+                placed = rot * spheres.center[s] + pos
+                for k in range(3):
+                    centres[s, k] = placed[k]
+            bound = base_rot * (rot * spheres.bound_center[link] + pos) + base_pos
             for k in range(3):
-                for m in range(3):
-                    placed[3 * link + k, m] = rot[k, m]
-                placed[3 * link + k, 3] = pos[k]
+                bounds[link, k] = bound[k]
         reach = margin + activation
         cost = f(0.0)
         least = f(wp.inf)
-        wrench = wrench_t()
-        for s in range(spheres.radius.shape[0]):
-            link = spheres.link[s]
-            centre = centre_of(placed, link, spheres.center[s])
-            world = base_rot * centre + base_pos
-            force = vec3()
+        pushes = points_t()  # the cost's gradient w.r.t. each centre, in the world until turned below
+        for link in range(count):
+            bound = vec3(bounds[link, 0], bounds[link, 1], bounds[link, 2])
             for o in range(scene[0], scene[0] + scene[1]):
-                d = f(0.0)
-                direction = vec3()
-                if obstacles.kind[o] == ROUND:
-                    d, direction = round_distance(world, obstacles.pos[o], obstacles.extent[o], obstacles.radius[o])
-                else:
-                    d, direction = box_distance(world, obstacles.rot[o], obstacles.pos[o], obstacles.extent[o])
-                d = d - spheres.radius[s]
-                least = wp.min(least, d)
-                if d < reach:
-                    cost = cost + f(0.5) * (reach - d) * (reach - d)
-                    force = force - (reach - d) * direction
-            if wp.length_sq(force) > f(0.0):
-                wrench = push(wrench, link, centre, wp.transpose(base_rot) * force)
+                # the link's ball first: its spheres are no nearer (distances are 1-Lipschitz), so they are skipped
+                # when it neither reaches the cost nor beats the least distance so far
+                near, _away = obstacle_distance(bound, obstacles, o)
+                near = near - spheres.bound_radius[link]
+                if near < reach or near < least:
+                    for s in range(spheres.first[link], spheres.first[link + 1]):
+                        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
+                        d, direction = obstacle_distance(world, obstacles, o)
+                        d = d - spheres.radius[s]
+                        least = wp.min(least, d)
+                        if d < reach:
+                            cost = cost + f(0.5) * (reach - d) * (reach - d)
+                            for k in range(3):
+                                pushes[s, k] = pushes[s, k] - (reach - d) * direction[k]
+        if wp.static(floating):  # the pushes into the base frame
+            for s in range(total):
+                turned = wp.transpose(base_rot) * vec3(pushes[s, 0], pushes[s, 1], pushes[s, 2])
+                for k in range(3):
+                    pushes[s, k] = turned[k]
         if self_on != 0:
             for p in range(spheres.pairs.shape[0]):
                 first = spheres.pairs[p][0]
                 second = spheres.pairs[p][1]
-                link_a = spheres.link[first]
-                link_b = spheres.link[second]
-                centre_a = centre_of(placed, link_a, spheres.center[first])
-                centre_b = centre_of(placed, link_b, spheres.center[second])
-                gap = centre_a - centre_b
+                gap = vec3()
+                for k in range(3):
+                    gap[k] = centres[first, k] - centres[second, k]
                 d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
                 least = wp.min(least, d)
                 if d < reach:
                     cost = cost + f(0.5) * (reach - d) * (reach - d)
-                    force = -(reach - d) * unit(gap)  # on a; its opposite on b (base frame: a rigid motion)
-                    wrench = push(wrench, link_a, centre_a, force)
-                    wrench = push(wrench, link_b, centre_b, -force)
+                    force = -(reach - d) * unit(gap)  # on the first; its opposite on the second
+                    for k in range(3):
+                        pushes[first, k] = pushes[first, k] + force[k]
+                        pushes[second, k] = pushes[second, k] - force[k]
         grad = vect()
         if cost > f(0.0):
-            for link in range(count):
-                force = vec3(wrench[link, 0], wrench[link, 1], wrench[link, 2])
-                moment = vec3(wrench[link, 3], wrench[link, 4], wrench[link, 5])
-                _rot, _pos, axes, origins = chain_pose(q, link, links_chain)
-                for j in range(length):
-                    x = link * length + j
-                    a = vec3(axes[0, j], axes[1, j], axes[2, j])
-                    along = wp.dot(a, force)
-                    if links_chain.revolute[x] != 0:
-                        origin = vec3(origins[0, j], origins[1, j], origins[2, j])
-                        along = wp.dot(a, moment - wp.cross(origin, force))
-                    c = bv + links_chain.cols[x]
-                    grad[c] = grad[c] + along * links_chain.scale[x]
-                if wp.static(floating):  # the base twist [v; w] in the base frame
-                    for k in range(3):
-                        grad[k] = grad[k] + force[k]
-                        grad[3 + k] = grad[3 + k] + moment[k]
+            for link in range(count):  # the link's wrench [force; moment about the base origin], then J^T of it
+                force = vec3()
+                moment = vec3()
+                for s in range(spheres.first[link], spheres.first[link + 1]):
+                    push = vec3(pushes[s, 0], pushes[s, 1], pushes[s, 2])
+                    force = force + push
+                    moment = moment + wp.cross(vec3(centres[s, 0], centres[s, 1], centres[s, 2]), push)
+                if wp.length_sq(force) + wp.length_sq(moment) > f(0.0):
+                    _rot, _pos, axes, origins = chain_pose(q, link, links_chain)
+                    for j in range(length):
+                        x = link * length + j
+                        a = vec3(axes[0, j], axes[1, j], axes[2, j])
+                        along = wp.dot(a, force)
+                        if links_chain.revolute[x] != 0:
+                            origin = vec3(origins[0, j], origins[1, j], origins[2, j])
+                            along = wp.dot(a, moment - wp.cross(origin, force))
+                        c = bv + links_chain.cols[x]
+                        grad[c] = grad[c] + along * links_chain.scale[x]
+                    if wp.static(floating):  # the base twist [v; w] in the base frame
+                        for k in range(3):
+                            grad[k] = grad[k] + force[k]
+                            grad[3 + k] = grad[3 + k] + moment[k]
         return grad, cost, least
 
     return SimpleNamespace(collide=collide)

@@ -23,6 +23,13 @@ the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), fo
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
 
+With the collision term (:mod:`~ik_layer.engine.collision_step`, a slot's scene or ``self_collision``) a
+configuration within the pose tolerances but closer than the margin ranks ``1 + (margin - least) / activation``:
+no success. Such a seed polishes, stepping down the collision cost (and the secondary terms') in the null space,
+until it is free; one that stops polishing in collision restarts at the next progress check. A free configuration
+within the tolerances is a success at once unless secondary terms are to polish: the collision term gates and
+repairs, it does not pull on the way (which would cost its evaluation at every iteration).
+
 The robot's shape (:class:`Layout`) is compiled in: F end-effector frames, each reached by a chain of
 ``length`` entries (shorter chains padded with still ones), ``joints`` coordinates, and optionally a
 floating base (``q = [x, y, z, qx, qy, qz, qw, joints]``, tangent ``[base twist in the base frame,
@@ -52,7 +59,7 @@ import torch
 import warp as wp
 
 from ik_layer.core.lm import LM
-from ik_layer.engine.collision_step import collision_functions, collision_structs
+from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs
 from ik_layer.engine.configuration import configuration_functions
 from ik_layer.engine.damped_step import step_functions
 from ik_layer.engine.pose_cost import pose_cost_functions
@@ -129,6 +136,7 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         best_error: wp.array(dtype=vec2)
         polish_from: wp.array(dtype=wp.int32)
         polish_scale: wp.array(dtype=f)
+        best_least: wp.array(dtype=f)
 
     return SlotProblem, SlotState
 
@@ -153,12 +161,12 @@ def lm_block_kernel(
     dtype: torch.dtype,
     lazy_jacobian: bool = True,
     terms: frozenset[int] = frozenset(),
-    links: Layout | None = None,
+    sphere_layout: SphereLayout | None = None,
 ) -> wp.Kernel:
     """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms`` (indices
     in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in, and the collision term
-    (:mod:`~ik_layer.engine.collision_step`) where ``links`` is the layout of the chains of the links that carry the
-    robot's collision spheres (each slot's scene and ``self_collision`` switch it on).
+    (:mod:`~ik_layer.engine.collision_step`) for the robot's collision spheres of ``sphere_layout`` where given (each
+    slot's scene and ``self_collision`` switch it on).
 
     ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
     step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next
@@ -166,7 +174,7 @@ def lm_block_kernel(
     far fewer values per thread (``bench/kernel_resources.py``). Otherwise (the host store's, for CPUs) each
     candidate's one walk takes its Jacobian too. Both give the same answers, bit for bit.
 
-    Cached per ``(layout, dtype, lazy_jacobian, terms, links)``; warp caches the compiled module on disk across
+    Cached per ``(layout, dtype, lazy_jacobian, terms, sphere_layout)``; warp caches the compiled module on disk across
     processes.
     Launch it through :class:`~ik_layer.engine.launch.BlockLauncher`, which binds the slots' two structs.
     """
@@ -175,9 +183,9 @@ def lm_block_kernel(
     wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
     secondary = secondary_function(layout, dtype, terms)
     with_terms = bool(terms)
-    with_collision = links is not None
+    with_collision = sphere_layout is not None
     pulls = with_terms or with_collision  # compiled in: seeds may pull in the null space and polish
-    collide = collision_functions(layout, links, dtype).collide if links is not None else None
+    collide = None if sphere_layout is None else collision_functions(layout, sphere_layout, dtype).collide
     Spheres, Obstacles = collision_structs(dtype)
     collision_gain = LM.collision_gain
     ranks_with_jacobian = any(TERMS[k].needs_jacobian for k in terms)
@@ -212,20 +220,25 @@ def lm_block_kernel(
         limits: vec2,
     ):
         """The gradient (dof) and cost at ``q`` of the secondary terms (``jac`` at ``q`` where a term reads it) and
-        of the collision term (scene ``scene``, ``self_on``, ``limits`` = (margin, activation)), and the least
-        collision distance (+inf without collision), as ``ik_layer.reference._Problem.secondary``."""
+        of the collision term (scene ``scene``, ``self_on``, ``limits`` = (margin, activation)), the least
+        collision distance (+inf without collision), and 1 where the secondary terms' gradient alone is zero, as
+        ``ik_layer.reference._Problem.secondary``."""
         grad = vect()
         s = f(0.0)
         least = f(wp.inf)
+        still = wp.int32(1)
         if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_terms != 0:
                 grad, s = secondary(q, jac, goal, gains, chain)
+                for a in range(dof):
+                    if grad[a] != f(0.0):
+                        still = 0
         if wp.static(with_collision):  # noqa: SIM102
             if self_on != 0 or scene[1] > 0:
                 push, cost, least = collide(q, links_chain, spheres, obstacles, scene, self_on, limits[0], limits[1])
                 grad = grad + f(collision_gain) * push
                 s = s + f(collision_gain) * cost
-        return grad, s, least
+        return grad, s, least, still
 
     @wp.func
     def gated(score: f, least: f, limits: vec2) -> f:
@@ -258,26 +271,25 @@ def lm_block_kernel(
     ):
         """The rank of ``q`` at pose score ``score``: the score; for a configuration within the pose tolerances
         with secondary or collision terms, :func:`gated` of it, or for a success :func:`ik_layer.terms.rank_of_cost`
-        of their cost. And 1 if that success has nothing to polish (their gradient is zero there), else 0."""
+        of their cost; 1 if that success has nothing to polish (the secondary terms' gradient is zero there: the
+        collision term only gates), else 0; and the least collision distance where measured (NaN elsewhere)."""
         rank = score
         settled = wp.int32(0)
+        measured = f(wp.nan)
         if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_pull != 0 and score <= f(1.0):
                 jac_q = jac
                 if wp.static(ranks_with_jacobian):  # the lazy Jacobian may lag q: taken afresh, once per success
                     _e, jac_q, _cost = evaluate(q, i, target_rot, target_pos, w, chain)
-                grad, s, least = terms_at(
+                _grad, s, least, still = terms_at(
                     q, jac_q, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
                 )
+                measured = least
                 rank = gated(score, least, limits)
                 if rank <= f(1.0):
                     rank = rank_of_cost(s)
-                    moving = wp.int32(0)
-                    for a in range(dof):
-                        if grad[a] != f(0.0):
-                            moving = 1
-                    settled = 1 - moving
-        return rank, settled
+                    settled = still
+        return rank, settled, measured
 
     @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
@@ -344,6 +356,7 @@ def lm_block_kernel(
         mu = mu_state[i]
         best = best_score[i]
         berr = best_error[i]
+        bleast = slot.best_least[i]  # the least collision distance at bq_best, NaN where not measured
         it = iterations[i]
         age = age_state[i]
         last = check_cost[i]
@@ -368,13 +381,16 @@ def lm_block_kernel(
             last = cost
             best = f(wp.inf)
             berr = vec2(f(wp.inf), f(wp.inf))
+            bleast = f(wp.nan)
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            rank, settled = rank_at(
+            rank, settled, least = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
+            if rank < best:
+                bleast = least
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
                 if use_pull == 0 or settled != 0:
@@ -383,6 +399,9 @@ def lm_block_kernel(
                     polish = 0
                     scale = f(1.0)
 
+        held = wp.int32(0)  # polishing: 1 while held_pull and held_cost are the terms' at q (q unchanged or from them)
+        held_pull = vect()
+        held_cost = f(0.0)
         for _k in range(block):
             if st != RUNNING or it >= limit:
                 break
@@ -397,10 +416,19 @@ def lm_block_kernel(
             pull = vect()
             s_now = f(0.0)
             if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
-                if use_pull != 0:
-                    grad, s_now, _least = terms_at(
-                        q, jac, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
-                    )
+                if polish >= 0:  # polishing: the secondary terms and the collision term
+                    if held == 0:
+                        grad, held_cost, _least, _still = terms_at(
+                            q, jac, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on,
+                            limits,
+                        )  # fmt: skip
+                        held_pull = -grad
+                        held = 1
+                    pull = held_pull
+                    s_now = held_cost
+            if wp.static(with_terms):  # noqa: SIM102
+                if polish < 0 and use_terms != 0:  # on the way: the secondary terms only
+                    grad, s_now = secondary(q, jac, goal, gains, chain)
                     pull = -grad
             if wp.static(pulls):  # noqa: SIM102
                 if polish >= 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
@@ -414,7 +442,7 @@ def lm_block_kernel(
                     q_new, ok = candidate(q, e, jac, w, damping, step_pull, within, chain)
                     if ok != 0:
                         e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
-                        _grad_new, s_new, least_new = terms_at(
+                        grad_new, s_new, least_new, _still_new = terms_at(
                             q_new, jac_new, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene,
                             self_on, limits,
                         )  # fmt: skip
@@ -428,14 +456,20 @@ def lm_block_kernel(
                             little = s_now - s_new <= f(polish_progress) * (f(1.0) + wp.abs(s_now))
                             if within != 0 and score <= f(1.0) and little and scale <= f(1.0):
                                 done = 1  # (a larger step may overshoot to a near tie)
+                            if within != 0 and score <= f(1.0) and least_new >= limits[0] and use_terms == 0:
+                                done = 1  # collision alone: free is enough
                             q = q_new
                             e = e_new
                             jac = jac_new
                             cost = cost_new
                             stale = 0
+                            held_pull = -grad_new  # the terms at the new q: the next polishing step's
+                            held_cost = s_new
                             rank = gated(score, least_new, limits)
                             if rank <= f(1.0):
                                 rank = rank_of_cost(s_new)
+                            if rank < best:
+                                bleast = least_new
                             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
                     if within != 0:
                         if kept != 0:
@@ -455,11 +489,12 @@ def lm_block_kernel(
                             polish = -2
                             age = patience
                     continue
+            held = 0  # not polishing: q moves on its own
             # the pulled step; if it does not lower the cost, the plain one (the pull must not hold the seed back)
             accept = wp.int32(0)
             for attempt in range(2):
-                if accept == 0 and (attempt == 0 or use_pull != 0):
-                    pulled = use_pull if attempt == 0 else wp.int32(0)
+                if accept == 0 and (attempt == 0 or use_terms != 0):
+                    pulled = use_terms if attempt == 0 else wp.int32(0)
                     q_new, ok = candidate(q, e, jac, w, damping, pull, pulled, chain)
                     if ok != 0:
                         if wp.static(lazy_jacobian):
@@ -480,10 +515,12 @@ def lm_block_kernel(
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            rank, settled = rank_at(
+            rank, settled, least = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
+            if rank < best:
+                bleast = least
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0) and (use_pull == 0 or settled != 0):
                 st = SOLVED
@@ -507,6 +544,7 @@ def lm_block_kernel(
         mu_state[i] = mu
         best_score[i] = best
         best_error[i] = berr
+        slot.best_least[i] = bleast
         iterations[i] = it
         age_state[i] = age
         check_cost[i] = last

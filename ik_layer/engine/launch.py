@@ -61,8 +61,8 @@ class BlockLauncher:
         launch = self._launches.get((terms, collision))
         if launch is None:
             slots = self.slots
-            links = slots.links if collision else None
-            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms, links)
+            spheres = slots.sphere_layout if collision else None
+            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms, spheres)
             inputs = [slots.chain, slots.problem, slots.state, slots.link_chain, slots.spheres, slots.obstacles.struct]
             with quiet_warp():  # the module compiles or loads here
                 command = wp.launch(

@@ -110,6 +110,9 @@ class Request:
             first = initial.expand(n, -1)
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
+        self.least = None  # at q, where the kernel measured it (NaN elsewhere): with a collision term
+        if self.collision is not None:
+            self.least = torch.full((n,), torch.nan, dtype=first.dtype, device=first.device)
         self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)
 
     @property
@@ -162,8 +165,11 @@ class Request:
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
             self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
-        if self.collision is not None:
-            self.min_distance = self.collision.min_distance(robot, self.q)
+        if self.collision is not None and self.least is not None:  # measured here where the kernel did not
+            missing = torch.isnan(self.least)
+            if bool(missing.any()):
+                self.least[missing] = self.collision.min_distance(robot, self.q[missing])
+            self.min_distance = self.least
         self.done.set()
 
 
@@ -258,7 +264,7 @@ class Engine:
             start = start[:, None]
         request = Request(target, start, weights, posture, options, seed, deadline, initial, collision)
         store = self.slots
-        for name in ("target", "start", "weights", "posture", "q", "error"):
+        for name in ("target", "start", "weights", "posture", "q", "error", "least"):
             tensor = getattr(request, name)
             setattr(request.arrays, name, None if tensor is None else store.array(tensor))
         request.arrays.tensor = store.tensor
@@ -544,7 +550,7 @@ class Engine:
     def _take_best(self, request: Request, rows: np.ndarray, slots: np.ndarray) -> None:
         """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``."""
         if len(rows):
-            self.slots.take_best(request.arrays.q, request.arrays.error, rows, slots)
+            self.slots.take_best(request.arrays.q, request.arrays.error, rows, slots, request.arrays.least)
 
     def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
         """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.collision_step import collision_structs
+from ik_layer.engine.collision_step import SphereLayout, collision_structs, sphere_tensors
 from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.robot import Robot
@@ -84,12 +84,14 @@ class Slots(ABC, Generic[StoreArray]):
         age: int32 iterations since the slot's configuration (re)started.
         cost: the weighted squared error at ``q`` after the last launch (inf before the first).
         best_error (2,): position [m] and orientation [rad] errors at ``best_q`` over the weighted axes.
-        polish_from: int32 iteration of the slot's first success with secondary terms (it then polishes), else -1;
-            polish_scale: the polish's step, a fraction of the terms' pull.
+        polish_from: int32 iteration of the slot's first success with secondary terms (it then polishes), else -1
+            (-2: it polished to no success and waits for its restart); polish_scale: the polish's step, a fraction of
+            the terms' pull.
+        best_least: the least collision distance at ``best_q`` where the kernel measured it (NaN elsewhere).
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
-        links: the layout of the chains of the links carrying the robot's collision spheres (None: no spheres);
-            link_chain, spheres: those chains and the spheres as the kernel reads them
+        sphere_layout: what the kernel compiles in of the robot's collision spheres (None: no spheres);
+            link_chain, spheres: the chains of the links carrying them and the spheres as the kernel reads them
             (:func:`~ik_layer.engine.collision_step.collision_structs`).
         obstacles: the table of the obstacles of the scenes in flight (a row without collision spheres).
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
@@ -140,6 +142,7 @@ class Slots(ABC, Generic[StoreArray]):
         self.best_error = torch.full((n, 2), torch.inf, **real)
         self.polish_from = torch.full((n,), -1, **count)
         self.polish_scale = torch.ones(n, **real)
+        self.best_least = torch.full((n,), torch.nan, **real)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
         self._bind_collision(robot)
@@ -182,22 +185,21 @@ class Slots(ABC, Generic[StoreArray]):
         """The kernel's structs of the robot's collision spheres (empty without them) and the obstacle table."""
         model = robot.collision
         self._link_chains = None if model is None else robot.chains_to(model.links)  # kept alive: bound below
-        self.links = None if self._link_chains is None else self._link_chains.layout
+        self.sphere_layout = None
+        if model is not None and self._link_chains is not None:
+            self.sphere_layout = SphereLayout(self._link_chains.layout, len(model))
         self.link_chain = self.chain if self._link_chains is None else bind_chain(self._link_chains)
         self.obstacles = ObstacleTable(self.dtype, self.device, TABLE_ROWS if model is not None else 1)
-        self._sphere_tensors = {
-            "link": torch.zeros(0, dtype=torch.int32, device=self.device),
+        self._sphere_tensors = {  # (no spheres: one empty link)
+            "first": torch.zeros(2, dtype=torch.int32, device=self.device),
+            "bound_center": torch.zeros(1, 3, dtype=self.dtype, device=self.device),
+            "bound_radius": torch.zeros(1, dtype=self.dtype, device=self.device),
             "center": torch.zeros(0, 3, dtype=self.dtype, device=self.device),
             "radius": torch.zeros(0, dtype=self.dtype, device=self.device),
             "pairs": torch.zeros(0, 2, dtype=torch.int32, device=self.device),
         }
         if model is not None:
-            self._sphere_tensors = {
-                "link": model.link_index.to(torch.int32),
-                "center": model.centers.contiguous(),
-                "radius": model.radii.contiguous(),
-                "pairs": model.pairs.to(torch.int32).contiguous(),
-            }
+            self._sphere_tensors = sphere_tensors(model)
         self.spheres = bind_struct(collision_structs(self.dtype)[0], self._sphere_tensors)
 
     def _bind(self, struct_type: Struct) -> object:
@@ -296,12 +298,16 @@ class Slots(ABC, Generic[StoreArray]):
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
         self.fields["status"][self.index(index)] = EMPTY
 
-    def take_best(self, q: StoreArray, error: StoreArray, rows: np.ndarray, slots: np.ndarray) -> None:
-        """``q[rows]`` and ``error[rows]`` (a request's arrays) from the best configurations and errors of
-        ``slots``."""
+    def take_best(
+        self, q: StoreArray, error: StoreArray, rows: np.ndarray, slots: np.ndarray, least: StoreArray | None = None
+    ) -> None:
+        """``q[rows]``, ``error[rows]`` and, if given, ``least[rows]`` (a request's arrays) from the best
+        configurations, errors and least collision distances of ``slots``."""
         at, of = self.index(compact_index(rows)), self.index(compact_index(slots))
         q[at] = self.fields["best_q"][of]
         error[at] = self.fields["best_error"][of]
+        if least is not None:
+            least[at] = self.fields["best_least"][of]
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
