@@ -66,8 +66,7 @@ class CollisionCost:
 
     def min_distance(self, robot: Robot, q: Tensor) -> Tensor:
         """The least distance (...) over the pairs at ``q`` (..., nq); +inf without pairs."""
-        d = self.distances(self.spheres.centres(robot, q, jacobian=False)[0])
-        return d.amin(-1) if d.shape[-1] else d.new_full(d.shape[:-1], torch.inf)
+        return _least(self.distances(self.spheres.centres(robot, q, jacobian=False)[0]))
 
     def cost_and_gradient(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The cost (...), its gradient (..., dof) w.r.t. the tangent at ``q`` (..., nq), and the least distance
@@ -80,12 +79,16 @@ class CollisionCost:
             cost = 0.5 * (self.margin + self.activation - d).clamp_min(0).square().sum(-1)
             (along,) = torch.autograd.grad(cost.sum(), at)  # (..., S, 3): each row's cost reads its own centres only
         gradient = (along[..., None, :] @ jac).squeeze(-2).sum(-2)
-        least = d.detach().amin(-1) if d.shape[-1] else d.new_full(d.shape[:-1], torch.inf)
-        return cost.detach(), gradient, least
+        return cost.detach(), gradient, _least(d.detach())
 
     def free(self, least: Tensor) -> Tensor:
         """Whether configurations of least distance ``least`` are collision-free (at least the margin)."""
         return least >= self.margin
+
+
+def _least(distances: Tensor) -> Tensor:
+    """The least of ``distances`` (..., P) over the pairs; +inf without pairs."""
+    return distances.amin(-1) if distances.shape[-1] else distances.new_full(distances.shape[:-1], torch.inf)
 
 
 _TRAILING = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions
