@@ -21,7 +21,7 @@ from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import host_values
 from ik_layer.model.robot import Robot
 
-__all__ = ["MAX_TARGET_DISTANCE", "Problem"]
+__all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
 
@@ -72,7 +72,7 @@ class Problem:
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         _check_terms(robot, opts)
         shapes = check_obstacles(obstacles)
-        _check_collision(robot, opts, shapes)
+        check_collision(robot, opts, shapes)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
@@ -104,7 +104,7 @@ class Problem:
             IKLayerError: an argument is invalid; the message names it.
         """
         _check_terms(robot, options)
-        _check_collision(robot, options, self.obstacles)
+        check_collision(robot, options, self.obstacles)
         return replace(
             self,
             options=options,
@@ -134,7 +134,7 @@ def _check_terms(robot: Robot, options: SolveOptions) -> None:
         )
 
 
-def _check_collision(robot: Robot, options: SolveOptions, obstacles: tuple[Obstacle, ...]) -> None:
+def check_collision(robot: Robot, options: SolveOptions, obstacles: Sequence[Obstacle]) -> None:
     """Refuse obstacles or self-collision for a robot without collision spheres."""
     if (obstacles or options.self_collision) and robot.collision is None:
         raise IKLayerError(

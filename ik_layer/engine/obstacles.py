@@ -78,8 +78,8 @@ class ObstacleTable:
     def add(self, shapes: Sequence[Obstacle]) -> tuple[int, int] | None:
         """Write ``shapes`` into the first free range that holds them: ``(start, count)``, or None when no range
         does (``(0, 0)`` for no shapes)."""
-        first = next(iter(self.fields.values()))
-        packed = pack_obstacles(shapes, self.fields["pos"].dtype, first.device)
+        pos = self.fields["pos"]
+        packed = pack_obstacles(shapes, pos.dtype, pos.device)
         count = 0 if not packed else int(packed["kind"].shape[0])
         if count == 0:
             return 0, 0

@@ -33,7 +33,7 @@ from torch import Tensor
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
-from ik_layer.core.problem import Problem
+from ik_layer.core.problem import Problem, check_collision
 from ik_layer.core.result import IKResult, frame_errors
 from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED
 from ik_layer.engine.launch import BlockLauncher
@@ -70,7 +70,6 @@ class Request:
         collision: the collision term of every target (its obstacles, self-collision), or None.
         scene: the rows (first, count) of the request's obstacles in the engine's table once placed, else None.
         q: (n, nq) best configurations (the answer once :attr:`done` is set).
-        min_distance: (n,) the least collision distance at ``q`` [m] once answered, with a collision term.
         done: set when every target has retired.
         unreachable: (n,) bool numpy, the targets out of the robot's reach, given a short budget (see
             :meth:`Engine.submit`); all False unless set before the request is queued.
@@ -86,7 +85,6 @@ class Request:
     initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
     collision: CollisionCost | None = field(default=None, repr=False)
     scene: tuple[int, int] | None = None
-    min_distance: Tensor | None = field(default=None, repr=False)
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -110,7 +108,7 @@ class Request:
             first = initial.expand(n, -1)
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
-        self.least = None  # at q, where the kernel measured it (NaN elsewhere): with a collision term
+        self.least = None  # with a collision term: the least distance at q [m] (NaN until measured)
         if self.collision is not None:
             self.least = torch.full((n,), torch.nan, dtype=first.dtype, device=first.device)
         self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)
@@ -153,7 +151,7 @@ class Request:
             position_error=tensor(a.error[:, 0].reshape(shape)),
             orientation_error=tensor(a.error[:, 1].reshape(shape)),
             iterations=tensor(self.used.reshape(shape)),
-            min_distance=None if self.min_distance is None else self.min_distance.reshape(shape),
+            min_distance=None if a.least is None else tensor(a.least.reshape(shape)),
         )
 
     def finish(self, robot: Robot) -> None:
@@ -169,7 +167,6 @@ class Request:
             missing = torch.isnan(self.least)
             if bool(missing.any()):
                 self.least[missing] = self.collision.min_distance(robot, self.q[missing])
-            self.min_distance = self.least
         self.done.set()
 
 
@@ -251,9 +248,8 @@ class Engine:
                 them or ``options.self_collision`` the robot needs collision spheres. The request waits in the
                 queue until the engine's obstacle table has room for them.
         """
+        check_collision(self.robot, options, obstacles)
         collision = CollisionCost.of(self.robot, obstacles, options)
-        if (obstacles or options.self_collision) and collision is None:
-            raise IKLayerError(f"robot {self.robot.name!r} has no collision spheres: obstacles need them")
         n = target.shape[0]
         if weights is None:
             weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
