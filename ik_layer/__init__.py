@@ -68,10 +68,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.model.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),
     "ik_layer.core.options": ("OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
-    "ik_layer.core.problem": ("Problem",),
+    "ik_layer.core.problem": ("Problem", "check_collision"),
     "ik_layer.core.result": ("IKResult",),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
-    "ik_layer.collision.shapes": ("Box", "Capsule", "Sphere"),
+    "ik_layer.collision.shapes": ("MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
@@ -90,9 +90,11 @@ __all__ = [
     "IKResult",
     "InputFileError",
     "JointNotFound",
+    "MAX_OBSTACLES",
     "MODEL_SUFFIXES",
     "NonFiniteError",
     "OPTION_SPECS",
+    "Obstacle",
     "OptionSpec",
     "POSTURE_HELP",
     "Problem",
@@ -106,6 +108,8 @@ __all__ = [
     "as_transform",
     "batch_jacobian",
     "builtin_robots",
+    "check_collision",
+    "check_obstacles",
     "check_quaternion_norm",
     "damped_pseudo_inverse",
     "engines",

@@ -18,7 +18,7 @@ from ik_layer.server.errors import install_error_handlers
 from ik_layer.server.loading import load_robots, warm_up
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
-from ik_layer.server.schemas import FKRequest, IKRequest
+from ik_layer.server.schemas import FKRequest, IKRequest, SceneRequest
 from ik_layer.server.settings import Settings, cuda_missing_reason
 from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker
@@ -58,9 +58,9 @@ def create_app(settings: Settings | None = None, robots: Mapping[str, Robot] | N
         lifespan=partial(_lifespan, state=state, loaded=robots),
     )
     app.state.ik = state
-    for module in (routes.health, routes.robots, routes.ik, routes.fk, routes.metrics):
+    for module in (routes.health, routes.robots, routes.ik, routes.fk, routes.scenes, routes.metrics):
         app.include_router(module.router)
-    document_bodies(app, [IKRequest, FKRequest])
+    document_bodies(app, [IKRequest, FKRequest, SceneRequest])
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, read_timeout=settings.read_timeout)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)

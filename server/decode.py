@@ -20,9 +20,25 @@ import torch
 from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
-from ik_layer import OPTION_SPECS, Problem, Robot, SolveOptions
+from ik_layer import (
+    OPTION_SPECS,
+    IKLayerError,
+    Obstacle,
+    Problem,
+    Robot,
+    SolveOptions,
+    check_collision,
+    check_obstacles,
+)
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
-from ik_layer.server.schemas import MIN_QUATERNION_NORM, UNION_TAGS, FKRequest, IKRequest, Pose
+from ik_layer.server.schemas import (
+    MIN_QUATERNION_NORM,
+    UNION_TAGS,
+    FKRequest,
+    IKRequest,
+    ObstacleInput,
+    Pose,
+)
 from ik_layer.server.settings import Settings
 
 __all__ = [
@@ -32,6 +48,7 @@ __all__ = [
     "frame_keys",
     "frames_of",
     "ik_job",
+    "obstacle_shapes",
     "parse",
     "prepare",
 ]
@@ -83,6 +100,7 @@ class IKJob:
         timeout: time limit of the request [s], from its arrival.
         weights: error weights of every target, (6,) or (F, 6) (broadcast to the targets); None: ones.
         posture: (n, nq) preferred configurations (one given for all targets repeated), or None.
+        obstacles: the obstacles of the named scene, then the request's own.
     """
 
     targets: Tensor
@@ -92,6 +110,7 @@ class IKJob:
     timeout: float
     weights: Tensor | None = None
     posture: Tensor | None = None
+    obstacles: tuple[Obstacle, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -104,13 +123,18 @@ class IKJob:
         return self.targets.shape[1] if self.targets.dim() == 3 else 1
 
 
-def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
-    """The job of an IK request: targets, warm starts, options and time limit.
+def ik_job(
+    robot: Robot, request: IKRequest, settings: Settings, scenes: Mapping[str, tuple[Obstacle, ...]] | None = None
+) -> IKJob:
+    """The job of an IK request: targets, warm starts, options, obstacles and time limit.
+
+    ``scenes``: the scenes registered for the robot, by name.
 
     Raises:
         TooManyRows: more targets than ``settings.max_targets``.
         FieldError: a target or weights not keyed by the robot's frames, a warm-start or posture row of the wrong
-            length (or a floating base's zero quaternion), or a timeout over ``settings.max_timeout``.
+            length (or a floating base's zero quaternion), a timeout over ``settings.max_timeout``, an unknown
+            scene, too many obstacles, or obstacles or self-collision for a robot without collision spheres.
     """
     _check_rows("targets", len(request.targets), settings.max_targets)
     timeout = settings.timeout if request.timeout is None else request.timeout
@@ -124,7 +148,39 @@ def ik_job(robot: Robot, request: IKRequest, settings: Settings) -> IKJob:
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else _weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, len(request.targets))
-    return IKJob(targets, warm_start, options, request.return_gradient, timeout, weights=weights, posture=posture)
+    obstacles = _obstacles(robot, request, options, scenes or {})
+    return IKJob(targets, warm_start, options, request.return_gradient, timeout, weights, posture, obstacles=obstacles)
+
+
+def obstacle_shapes(given: Sequence[ObstacleInput], field: tuple[str | int, ...]) -> tuple[Obstacle, ...]:
+    """The library's obstacles of validated ``given`` ones (``field``: where they are in the body).
+
+    Raises:
+        FieldError: more than :data:`ik_layer.MAX_OBSTACLES` in all.
+    """
+    try:
+        return check_obstacles([entry.shape() for entry in given])
+    except IKLayerError as err:
+        raise FieldError(field, str(err)) from None
+
+
+def _obstacles(
+    robot: Robot, request: IKRequest, options: SolveOptions, scenes: Mapping[str, tuple[Obstacle, ...]]
+) -> tuple[Obstacle, ...]:
+    """The named scene's obstacles, then the request's own, checked against the robot's collision model."""
+    shared: tuple[Obstacle, ...] = ()
+    if request.scene is not None:
+        if request.scene not in scenes:
+            known = f"registered: {_names(sorted(scenes))}" if scenes else "none is registered"
+            raise FieldError(("body", "scene"), f"{robot.name} has no scene {request.scene!r}; {known}")
+        shared = scenes[request.scene]
+    obstacles = shared + obstacle_shapes(request.obstacles or [], ("body", "obstacles"))
+    try:
+        obstacles = check_obstacles(list(obstacles))
+        check_collision(robot, options, obstacles)
+    except IKLayerError as err:
+        raise FieldError(("body", "obstacles" if obstacles else "self_collision"), str(err)) from None
+    return obstacles
 
 
 def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> Tensor:
@@ -159,7 +215,11 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     for job in jobs:
         rows = checked.select(slice(start, start + job.rows))
         start += job.rows
-        problems.append(rows.with_inputs(robot, job.options, warm_start=job.warm_start, posture=job.posture))
+        problems.append(
+            rows.with_inputs(
+                robot, job.options, warm_start=job.warm_start, posture=job.posture, obstacles=job.obstacles
+            )
+        )
     return problems
 
 

@@ -30,6 +30,7 @@ def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> li
     result = prediction.result
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
+    least = [None] * len(q) if result.min_distance is None else [_finite(d) for d in result.min_distance.tolist()]
     gradients: list = [None] * len(q)
     if prediction.gradient is not None:
         gradients = _gradients(prediction.gradient, frames)
@@ -41,6 +42,7 @@ def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> li
             orientation_error=ori[i],
             iterations=iters[i],
             status=prediction.status[i],
+            min_distance=least[i],
             gradient=gradients[i],
         )
         for i in range(len(q))
@@ -75,7 +77,14 @@ def robot_info(robot: Robot) -> RobotInfo:
         ee_frames=list(frames_of(robot)),
         floating_base=robot.floating_base,
         locked=_locked(robot),
+        collision_spheres=0 if robot.collision is None else len(robot.collision.radii),
     )
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None (left out of the answer) where it is infinite: JSON has no infinity (a least distance
+    is +inf only without any pair to measure)."""
+    return value if math.isfinite(value) else None
 
 
 def _pose(p: list[float]) -> Pose:

@@ -16,8 +16,10 @@ from ik_layer.server.decode import MAX_REPORTED_ERRORS
 from ik_layer.server.exceptions import (
     FieldError,
     InvalidBody,
+    SceneNotFound,
     ServiceUnavailable,
     TooManyRows,
+    TooManyScenes,
     TooMuchWork,
     UnsupportedMediaType,
 )
@@ -27,6 +29,8 @@ __all__ = ["ERROR_STATUS", "error_response", "install_error_handlers"]
 
 ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (RobotNotFound, 404),
+    (SceneNotFound, 404),
+    (TooManyScenes, 409),
     (TooManyRows, 413),
     (TooMuchWork, 413),
     (UnsupportedMediaType, 415),
@@ -60,7 +64,7 @@ def error_response(err: Exception, available: Iterable[str], retry_after_s: int)
         loc = err.loc if isinstance(err, FieldError) else ("body",)
         return _unprocessable([{"type": "value_error", "loc": list(loc), "msg": str(err)}], 1)
     headers = {"Retry-After": str(retry_after_s)} if status == 503 else None
-    limit = {"limit": err.limit} if isinstance(err, TooManyRows) else {}
+    limit = {"limit": err.limit} if isinstance(err, (TooManyRows, TooManyScenes)) else {}
     return JSONResponse({"detail": str(err), **limit}, status, headers=headers)
 
 

@@ -2,7 +2,7 @@
 
 :mod:`ik_layer.server.errors` maps them to HTTP answers: :class:`FieldError` to 422, :class:`TooManyRows` to 413,
 :class:`InvalidBody` to 422, :class:`TooMuchWork` to 413, :class:`UnsupportedMediaType` to 415,
-:class:`ServiceUnavailable` to 503.
+:class:`SceneNotFound` to 404, :class:`TooManyScenes` to 409, :class:`ServiceUnavailable` to 503.
 """
 
 from __future__ import annotations
@@ -11,7 +11,16 @@ from typing import Any
 
 from ik_layer import IKLayerError
 
-__all__ = ["FieldError", "InvalidBody", "ServiceUnavailable", "TooManyRows", "TooMuchWork", "UnsupportedMediaType"]
+__all__ = [
+    "FieldError",
+    "InvalidBody",
+    "SceneNotFound",
+    "ServiceUnavailable",
+    "TooManyRows",
+    "TooManyScenes",
+    "TooMuchWork",
+    "UnsupportedMediaType",
+]
 
 
 class FieldError(IKLayerError):
@@ -43,6 +52,18 @@ class TooManyRows(IKLayerError):
 
 class TooMuchWork(IKLayerError):
     """A request whose worst-case work (rows x seeds x iterations) could never be queued on this server (413)."""
+
+
+class SceneNotFound(IKLayerError):
+    """No scene of that name is registered for the robot (404)."""
+
+
+class TooManyScenes(IKLayerError):
+    """The robot holds as many scenes as the server keeps; one must go before another comes (409)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class UnsupportedMediaType(IKLayerError):

@@ -17,7 +17,7 @@ robots with one frame take a plain pose (or that object with their one frame).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import torch
 from pydantic import (
@@ -32,7 +32,18 @@ from pydantic import (
     model_validator,
 )
 
-from ik_layer import POSTURE_HELP, QUATERNION_NORM_TOLERANCE, as_transform, check_quaternion_norm, matrix_to_pose
+from ik_layer import (
+    MAX_OBSTACLES,
+    POSTURE_HELP,
+    QUATERNION_NORM_TOLERANCE,
+    Box,
+    Capsule,
+    Obstacle,
+    Sphere,
+    as_transform,
+    check_quaternion_norm,
+    matrix_to_pose,
+)
 from ik_layer.server.options import option_model
 
 if TYPE_CHECKING:
@@ -47,10 +58,14 @@ __all__ = [
     "IKRequest",
     "IKResponse",
     "IKSolution",
+    "ObstacleInput",
     "Pose",
     "PoseInput",
     "RobotInfo",
     "RobotsResponse",
+    "SceneInfo",
+    "SceneRequest",
+    "ScenesResponse",
     "Target",
     "Weights",
 ]
@@ -192,6 +207,60 @@ Weights = Annotated[
 """Error weights: 6 numbers for every frame, or an object frame name -> 6 numbers (frames left out weigh ones)."""
 
 
+Point = Annotated[list[Coordinate], Field(min_length=3, max_length=3, description="x, y, z [m]")]
+Length = Annotated[float, Field(allow_inf_nan=False, gt=0, le=MAX_COORDINATE)]
+
+
+class SphereObstacle(_Request):
+    """A ball in the base frame."""
+
+    type: Literal["sphere"]
+    center: Point
+    radius: Length = Field(description="[m], > 0")
+
+    def shape(self) -> Obstacle:
+        """The library's obstacle."""
+        return Sphere(self.center, self.radius)
+
+
+class BoxObstacle(_Request):
+    """An oriented box in the base frame: its centre's pose and its full side lengths along its own axes."""
+
+    type: Literal["box"]
+    pose: PoseInput
+    size: Annotated[list[Length], Field(min_length=3, max_length=3, description="full side lengths [m], > 0")]
+
+    def shape(self) -> Obstacle:
+        """The library's obstacle."""
+        pose = cast("Pose", self.pose)  # validated, every pose form is a Pose
+        return Box(pose.position + pose.orientation, self.size)
+
+
+class CapsuleObstacle(_Request):
+    """The points within ``radius`` of the segment from ``a`` to ``b``, in the base frame."""
+
+    type: Literal["capsule"]
+    a: Point
+    b: Point
+    radius: Length = Field(description="[m], > 0")
+
+    def shape(self) -> Obstacle:
+        """The library's obstacle."""
+        return Capsule(self.a, self.b, self.radius)
+
+
+ObstacleInput = Annotated[SphereObstacle | BoxObstacle | CapsuleObstacle, Field(discriminator="type")]
+"""An obstacle in the base frame (the world with a floating base), by its ``type``: sphere, box or capsule."""
+
+Obstacles = Annotated[list[ObstacleInput], Field(max_length=MAX_OBSTACLES)]
+SceneName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="a registered scene's name")]
+
+_EXAMPLE_OBSTACLES: list[JsonValue] = [
+    {"type": "box", "pose": [0.5, 0.0, -0.02, 0.0, 0.0, 0.0, 1.0], "size": [1.0, 1.0, 0.04]},
+    {"type": "sphere", "center": [0.4, 0.2, 0.3], "radius": 0.05},
+]
+
+
 def _row_or_rows(value: Any) -> str:
     return UNION_TAGS[6] if isinstance(value, list) and value and isinstance(value[0], list) else UNION_TAGS[5]
 
@@ -224,6 +293,15 @@ class _IKTargets(_Request):
         description="error weights of [x, y, z, rx, ry, rz] for every target: 6 non-negative numbers for every "
         "frame, or an object frame name -> 6 numbers (frames left out weigh ones); zeros drop an axis "
         "([1, 1, 1, 0, 0, 0]: position only). Default: ones",
+    )
+    obstacles: Obstacles | None = Field(
+        None,
+        description="obstacles every answer keeps collision_margin clear of (with the scene's, if one is named): "
+        "{type: sphere, center, radius}, {type: box, pose, size (full side lengths)} or {type: capsule, a, b, "
+        "radius}, in the base frame [m]; the robot needs collision spheres (collision_spheres in /v1/robots)",
+    )
+    scene: SceneName | None = Field(
+        None, description="a scene registered with PUT /v1/robots/{name}/scenes/{scene}: its obstacles apply too"
     )
 
     @model_validator(mode="after")
@@ -271,6 +349,7 @@ class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture
                 },
                 {"targets": [_EXAMPLE_POSITION + _EXAMPLE_ORIENTATION], "posture": _EXAMPLE_Q},
                 {"targets": [_EXAMPLE_FEET], "posture": _EXAMPLE_STANDING, "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
+                {"targets": [_EXAMPLE_POSE], "obstacles": _EXAMPLE_OBSTACLES, "collision_margin": 0.01},
             ]
         }
     )
@@ -301,6 +380,12 @@ class IKSolution(BaseModel):
     iterations: int
     status: str = Field(
         description="why the row stopped: 'solved', 'exhausted' (iteration budget spent), 'deadline' or 'cancelled'"
+    )
+    min_distance: float | None = Field(
+        None,
+        description="[m] with obstacles or self_collision: the least signed distance between the robot's collision "
+        "spheres and the obstacles (or each other) at q; negative: they overlap; a success is at least "
+        "collision_margin clear",
     )
     gradient: Gradient | dict[str, Gradient] | None = Field(
         None,
@@ -359,12 +444,39 @@ class RobotInfo(BaseModel):
     locked: dict[str, float] = Field(
         default_factory=dict, description="joints of the model the solver does not move, at their values [rad or m]"
     )
+    collision_spheres: int = Field(
+        0,
+        description="collision spheres of the robot's collision model; 0: none (obstacles and self_collision "
+        "are refused)",
+    )
 
 
 class RobotsResponse(BaseModel):
     """The robots this server solves for."""
 
     robots: list[RobotInfo]
+
+
+class SceneRequest(_Request):
+    """The obstacles of a scene to register under a name, for IK requests to name as their ``scene``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"obstacles": _EXAMPLE_OBSTACLES}]})
+
+    obstacles: Obstacles = Field(description="the scene's obstacles, in the base frame (see IKRequest.obstacles)")
+
+
+class SceneInfo(BaseModel):
+    """A registered scene."""
+
+    name: str
+    obstacles: int = Field(description="how many obstacles it holds")
+
+
+class ScenesResponse(BaseModel):
+    """The scenes registered for a robot."""
+
+    robot: str
+    scenes: list[SceneInfo]
 
 
 class HealthResponse(BaseModel):
@@ -382,7 +494,9 @@ class ErrorResponse(BaseModel):
     detail: str | list[dict[str, object]]
     available: list[str] | None = Field(None, description="loaded robots, for unknown-robot errors")
     error_count: int | None = Field(None, description="422: validation errors in all (detail lists the first few)")
-    limit: int | None = Field(None, description="413 for too many rows: the most this server takes per request")
+    limit: int | None = Field(
+        None, description="413 for too many rows: the most this server takes per request; 409: the most scenes"
+    )
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {

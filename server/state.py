@@ -7,23 +7,28 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from ik_layer import Robot, RobotNotFound
+from ik_layer import Obstacle, Robot, RobotNotFound
 from ik_layer.server.exceptions import ServiceUnavailable
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.settings import Settings
 from ik_layer.server.worker import EngineWorker
 
-__all__ = ["Loaded", "ServerState", "get_loaded", "get_state"]
+__all__ = ["MAX_SCENES", "Loaded", "ServerState", "get_loaded", "get_state"]
+
+MAX_SCENES = 64
+"""Scenes registered per robot at most."""
 
 _GRACE_USED = 0.8  # of the shutdown grace, for solving; the rest for answering
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """A robot ready to serve: the model and the worker running its solver engine."""
+    """A robot ready to serve: the model, the worker running its solver engine, and its registered scenes (name ->
+    obstacles, at most :data:`MAX_SCENES`)."""
 
     robot: Robot
     worker: EngineWorker
+    scenes: dict[str, tuple[Obstacle, ...]] = field(default_factory=dict)
 
 
 @dataclass

@@ -95,19 +95,27 @@ class Problem:
         return self.target.shape[0]
 
     def with_inputs(
-        self, robot: Robot, options: SolveOptions, *, warm_start: Tensor | None, posture: Tensor | None
+        self,
+        robot: Robot,
+        options: SolveOptions,
+        *,
+        warm_start: Tensor | None,
+        posture: Tensor | None,
+        obstacles: Sequence[Obstacle] = (),
     ) -> Problem:
         """This problem's targets and weights with other ``options``, ``warm_start`` and ``posture`` (``(nq,)`` or
-        ``(n, nq)``), checked against ``robot`` as :meth:`prepare` checks them.
+        ``(n, nq)``) and ``obstacles``, checked against ``robot`` as :meth:`prepare` checks them.
 
         Raises:
             IKLayerError: an argument is invalid; the message names it.
         """
         _check_terms(robot, options)
-        check_collision(robot, options, self.obstacles)
+        shapes = check_obstacles(obstacles)
+        check_collision(robot, options, shapes)
         return replace(
             self,
             options=options,
+            obstacles=shapes,
             warm_start=None if warm_start is None else robot.check_q(warm_start.to(robot.device), "warm_start"),
             posture=None if posture is None else robot.check_q(posture.to(robot.device), "posture"),
         )

@@ -51,7 +51,7 @@ async def solve_ik(
 
 
 def _decode_job(loaded: Loaded, state: ServerState, body: bytes) -> IKJob:
-    return ik_job(loaded.robot, parse(IKRequest, body), state.settings)
+    return ik_job(loaded.robot, parse(IKRequest, body), state.settings, loaded.scenes)
 
 
 async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWorker) -> bytes | None:

@@ -1,0 +1,259 @@
+"""Obstacles over HTTP: ``obstacles`` and ``scene`` in IK requests, scenes registered per robot, ``min_distance`` in
+the answers (checked against the library's collision term at the answered configurations), and every bad obstacle or
+scene refused with a 4xx naming it while the server keeps serving."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import torch
+from fastapi import FastAPI
+
+import ik_layer
+from ik_layer import Box, Sphere
+from ik_layer.collision.cost import CollisionCost
+from ik_layer.collision.shapes import MAX_OBSTACLES
+from ik_layer.model.lie import matrix_to_pose
+from ik_layer.server import Settings, create_app
+from ik_layer.server.state import MAX_SCENES
+
+pytestmark = pytest.mark.anyio
+
+MARGIN = 0.01
+TABLE = {"type": "box", "pose": [0.6, 0.0, -0.09, 0.0, 0.0, 0.0, 1.0], "size": [0.8, 1.0, 0.1]}
+BALL = {"type": "sphere", "center": [0.35, 0.3, 0.45], "radius": 0.1}
+POLE = {"type": "capsule", "a": [0.5, -0.4, 0.1], "b": [0.5, -0.4, 0.7], "radius": 0.05}
+SCENE = [TABLE, BALL, POLE]
+LIBRARY_SCENE = [
+    Box([0.6, 0.0, -0.09, 0, 0, 0, 1], [0.8, 1.0, 0.1]),
+    Sphere([0.35, 0.3, 0.45], 0.1),
+    ik_layer.Capsule([0.5, -0.4, 0.1], [0.5, -0.4, 0.7], 0.05),
+]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    app = create_app(Settings(robots=["panda", "planar3"], max_targets=64))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
+            yield app, client
+
+
+@pytest.fixture
+def client(api: tuple[FastAPI, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return api[1]
+
+
+@pytest.fixture(scope="module")
+def panda(api: tuple[FastAPI, httpx.AsyncClient]) -> ik_layer.Robot:
+    return api[0].state.ik.robots["panda"].robot
+
+
+def free_targets(robot: ik_layer.Robot, n: int, seed: int) -> list[list[float]]:
+    """Poses of ``n`` random configurations at least 3 cm clear of ``SCENE`` (each target has a free answer)."""
+    cost = CollisionCost.of(robot, LIBRARY_SCENE, ik_layer.SolveOptions.build(collision_margin=MARGIN))
+    assert cost is not None
+    q = robot.random_q((40 * n,), generator=torch.Generator().manual_seed(seed))
+    free = q[cost.min_distance(robot, q) > 0.03][:n]
+    assert len(free) == n
+    return matrix_to_pose(robot.fk(free)).tolist()
+
+
+def least_distance(robot: ik_layer.Robot, q: list[list[float]], obstacles: list[Any]) -> torch.Tensor:
+    """The library's least distance at ``q`` between panda's spheres and ``obstacles`` (the reference)."""
+    cost = CollisionCost.of(robot, obstacles, ik_layer.SolveOptions.build(collision_margin=MARGIN))
+    assert cost is not None
+    return cost.min_distance(robot, torch.tensor(q, dtype=robot.dtype))
+
+
+def reported(answers: list[dict[str, Any]]) -> torch.Tensor:
+    """The answers' ``min_distance`` values, in float64."""
+    return torch.tensor([a["min_distance"] for a in answers], dtype=torch.float64)
+
+
+async def solve(client: httpx.AsyncClient, **body: Any) -> list[dict[str, Any]]:
+    response = await client.post("/v1/robots/panda/ik", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["solutions"]
+
+
+def assert_error(response: httpx.Response, status: int, *words: str) -> None:
+    assert response.status_code == status, response.text
+    text = response.text
+    assert all(word in text for word in words), text
+
+
+# --------------------------------------------------------------------------- solving with obstacles
+
+
+async def test_answers_keep_clear_of_the_obstacles_and_report_their_least_distance(
+    client: httpx.AsyncClient, panda: ik_layer.Robot
+) -> None:
+    targets = free_targets(panda, 24, seed=3)
+    answers = await solve(client, targets=targets, obstacles=SCENE, collision_margin=MARGIN)
+    q = [a["q"] for a in answers]
+    reference = least_distance(panda, q, LIBRARY_SCENE)
+    torch.testing.assert_close(reported(answers), reference, atol=1e-12, rtol=0)
+    success = torch.tensor([a["success"] for a in answers])
+    assert success.float().mean() >= 0.9
+    assert bool((reference[success] >= MARGIN).all())
+    for answer, target in zip(answers, targets, strict=True):
+        if answer["success"]:
+            pose = matrix_to_pose(panda.fk(torch.tensor(answer["q"], dtype=panda.dtype))).tolist()
+            assert max(abs(a - b) for a, b in zip(pose[:3], target[:3], strict=True)) < 1e-4
+
+
+async def test_a_target_inside_an_obstacle_comes_back_unsolved_with_its_least_distance(
+    client: httpx.AsyncClient, panda: ik_layer.Robot
+) -> None:
+    (target,) = free_targets(panda, 1, seed=5)
+    swallowing = {"type": "sphere", "center": target[:3], "radius": 0.15}
+    (answer,) = await solve(client, targets=[target], obstacles=[swallowing], max_iterations=60)
+    assert answer["success"] is False
+    (reference,) = least_distance(panda, [answer["q"]], [Sphere(target[:3], 0.15)]).tolist()
+    assert answer["min_distance"] == pytest.approx(reference, abs=1e-9)
+    assert reference < 0
+
+
+async def test_self_collision_alone_reports_min_distance_and_plain_requests_do_not(
+    client: httpx.AsyncClient, panda: ik_layer.Robot
+) -> None:
+    targets = free_targets(panda, 4, seed=9)
+    checked = await solve(client, targets=targets, self_collision=1)
+    plain = await solve(client, targets=targets)
+    assert all("min_distance" in a for a in checked)
+    assert all("min_distance" not in a for a in plain)
+    cost = CollisionCost.of(panda, [], ik_layer.SolveOptions.build(self_collision=1))
+    assert cost is not None
+    reference = cost.min_distance(panda, torch.tensor([a["q"] for a in checked], dtype=panda.dtype))
+    torch.testing.assert_close(reported(checked), reference, atol=1e-12, rtol=0)
+
+
+async def test_box_poses_take_every_pose_form(client: httpx.AsyncClient, panda: ik_layer.Robot) -> None:
+    targets = free_targets(panda, 2, seed=11)
+    matrix = [[1.0, 0, 0, 0.6], [0, 1.0, 0, 0.0], [0, 0, 1.0, -0.09], [0, 0, 0, 1.0]]
+    as_object = {"position": [0.6, 0.0, -0.09], "orientation": [0.0, 0.0, 0.0, 1.0]}
+    for pose in (matrix, as_object):
+        table = {**TABLE, "pose": pose}
+        answers = await solve(client, targets=targets, obstacles=[table])
+        reference = least_distance(panda, [a["q"] for a in answers], LIBRARY_SCENE[:1])
+        torch.testing.assert_close(reported(answers), reference)
+
+
+# --------------------------------------------------------------------------- named scenes
+
+
+async def test_a_registered_scene_applies_to_requests_naming_it(
+    client: httpx.AsyncClient, panda: ik_layer.Robot
+) -> None:
+    put = await client.put("/v1/robots/panda/scenes/bench", json={"obstacles": SCENE})
+    assert put.status_code == 200, put.text
+    assert put.json() == {"name": "bench", "obstacles": 3}
+    listed = (await client.get("/v1/robots/panda/scenes")).json()
+    assert {"name": "bench", "obstacles": 3} in listed["scenes"] and listed["robot"] == "panda"
+    targets = free_targets(panda, 8, seed=13)
+    extra = {"type": "sphere", "center": [-0.5, 0.0, 0.5], "radius": 0.05}
+    answers = await solve(client, targets=targets, scene="bench", obstacles=[extra])
+    reference = least_distance(panda, [a["q"] for a in answers], [*LIBRARY_SCENE, Sphere([-0.5, 0.0, 0.5], 0.05)])
+    torch.testing.assert_close(reported(answers), reference)
+    deleted = await client.delete("/v1/robots/panda/scenes/bench")
+    assert deleted.status_code == 200 and deleted.json()["obstacles"] == 3
+    gone = await client.post("/v1/robots/panda/ik", json={"targets": targets[:1], "scene": "bench"})
+    assert_error(gone, 422, "scene", "bench")
+
+
+async def test_putting_a_scene_again_replaces_it(client: httpx.AsyncClient) -> None:
+    await client.put("/v1/robots/panda/scenes/again", json={"obstacles": SCENE})
+    second = await client.put("/v1/robots/panda/scenes/again", json={"obstacles": [BALL]})
+    assert second.json() == {"name": "again", "obstacles": 1}
+    assert (await client.delete("/v1/robots/panda/scenes/again")).json()["obstacles"] == 1
+
+
+async def test_a_robot_keeps_a_bounded_number_of_scenes(client: httpx.AsyncClient) -> None:
+    for k in range(MAX_SCENES):
+        assert (await client.put(f"/v1/robots/panda/scenes/s{k}", json={"obstacles": [BALL]})).status_code == 200
+    over = await client.put("/v1/robots/panda/scenes/one-more", json={"obstacles": [BALL]})
+    assert_error(over, 409, "delete one first")
+    assert over.json()["limit"] == MAX_SCENES
+    for k in range(MAX_SCENES):
+        await client.delete(f"/v1/robots/panda/scenes/s{k}")
+    assert (await client.get("/v1/robots/panda/scenes")).json()["scenes"] == []
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("obstacle", "words"),
+    [
+        ({"type": "sphere", "center": [0, 0, 0], "radius": -0.1}, ("radius", "greater than 0")),
+        ({"type": "sphere", "center": [0, 0], "radius": 0.1}, ("center",)),
+        ({"type": "cone", "center": [0, 0, 0], "radius": 0.1}, ("sphere", "box", "capsule")),
+        ({"center": [0, 0, 0], "radius": 0.1}, ("type",)),
+        ({"type": "box", "pose": [0, 0, 0, 0, 0, 0, 0], "size": [1, 1, 1]}, ("pose", "norm")),
+        ({"type": "box", "pose": [0, 0, 0, 0, 0, 0, 1], "size": [1, 0, 1]}, ("size",)),
+        ({"type": "capsule", "a": [0, 0, 0], "b": [0, 0, 1], "radius": 0.1, "height": 2}, ("height",)),
+        ({"type": "sphere", "center": [0, 0, "1"], "radius": 0.1}, ("center",)),
+        ({"type": "sphere", "center": [0, 0, 1e300], "radius": 0.1}, ("center",)),
+    ],
+)
+async def test_a_bad_obstacle_is_refused_naming_it(
+    client: httpx.AsyncClient, obstacle: dict[str, Any], words: tuple[str, ...]
+) -> None:
+    pose = [0.3, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0]
+    response = await client.post("/v1/robots/panda/ik", json={"targets": [pose], "obstacles": [BALL, obstacle]})
+    assert_error(response, 422, "obstacles", *words)
+    scene = await client.put("/v1/robots/panda/scenes/bad", json={"obstacles": [obstacle]})
+    assert_error(scene, 422, "obstacles", *words)
+
+
+async def test_too_many_obstacles_are_refused(client: httpx.AsyncClient) -> None:
+    many = [BALL] * (MAX_OBSTACLES + 1)
+    response = await client.post(
+        "/v1/robots/panda/ik", json={"targets": [[0.3, 0, 0.5, 1, 0, 0, 0]], "obstacles": many}
+    )
+    assert_error(response, 422, "obstacles", str(MAX_OBSTACLES))
+    await client.put("/v1/robots/panda/scenes/big", json={"obstacles": [BALL] * MAX_OBSTACLES})
+    both = await client.post(
+        "/v1/robots/panda/ik", json={"targets": [[0.3, 0, 0.5, 1, 0, 0, 0]], "scene": "big", "obstacles": [BALL]}
+    )
+    assert_error(both, 422, "obstacles", str(MAX_OBSTACLES))
+    await client.delete("/v1/robots/panda/scenes/big")
+
+
+async def test_a_robot_without_collision_spheres_refuses_obstacles(
+    client: httpx.AsyncClient, panda: ik_layer.Robot
+) -> None:
+    body = {"targets": [[0.5, 0.5, 0, 0, 0, 0, 1]], "obstacles": [BALL]}
+    assert_error(await client.post("/v1/robots/planar3/ik", json=body), 422, "collision spheres", "obstacles")
+    selfish = {"targets": [[0.5, 0.5, 0, 0, 0, 0, 1]], "self_collision": 1}
+    assert_error(await client.post("/v1/robots/planar3/ik", json=selfish), 422, "self_collision")
+    scene = await client.put("/v1/robots/planar3/scenes/x", json={"obstacles": [BALL]})
+    assert_error(scene, 422, "collision spheres")
+    robots = {r["name"]: r for r in (await client.get("/v1/robots")).json()["robots"]}
+    assert robots["planar3"]["collision_spheres"] == 0
+    assert panda.collision is not None
+    assert robots["panda"]["collision_spheres"] == len(panda.collision.radii) > 0
+
+
+async def test_unknown_scenes_and_bad_names_are_refused(client: httpx.AsyncClient) -> None:
+    pose = [0.3, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0]
+    unknown = await client.post("/v1/robots/panda/ik", json={"targets": [pose], "scene": "nowhere"})
+    assert_error(unknown, 422, "nowhere")
+    assert_error(await client.delete("/v1/robots/panda/scenes/nowhere"), 404, "nowhere")
+    assert_error(await client.put("/v1/robots/panda/scenes/a%20b", json={"obstacles": []}), 422, "scene")
+    assert_error(await client.put("/v1/robots/panda/scenes/" + "x" * 65, json={"obstacles": []}), 422, "scene")
+    assert_error(await client.put("/v1/robots/nobody/scenes/x", json={"obstacles": []}), 404, "nobody")
+    assert_error(
+        await client.put("/v1/robots/panda/scenes/x", content=b"{", headers={"content-type": "application/json"}), 422
+    )
+    assert (await client.get("/health")).status_code == 200
