@@ -460,3 +460,40 @@ def test_floating_base_zero_quaternion_rows_skipped_on_request(tmp_path, solo, s
     with out.open() as f:
         assert [int(r["line"]) for r in csv.DictReader(f)] == [2, 3, 5, 6, 7]
     np.testing.assert_allclose(read_feet(out), pinocchio_feet(solo_urdf, solo, q[[0, 1, 3, 4, 5]]), atol=1e-10)
+
+
+def test_solve_with_a_scene_keeps_clear_of_it_and_writes_min_distance(tmp_path, robot, q_true, poses, capsys):
+    from ik_layer.collision.cost import CollisionCost
+
+    swallowed = poses[0, :3].tolist()  # the first target's flange inside a ball: it cannot be solved free
+    scene = tmp_path / "scene.yaml"
+    scene.write_text(
+        "obstacles:\n"
+        f"  - {{type: sphere, center: {swallowed}, radius: 0.12}}\n"
+        "  - {type: box, pose: [0.0, 0.0, -0.3, 0, 0, 0, 1], size: [0.4, 0.4, 0.1]}\n"
+    )
+    targets = write_targets(tmp_path / "targets.csv", poses)
+    out = tmp_path / "out.csv"
+    assert main(["solve", ROBOT, str(targets), "-o", str(out), "--scene", str(scene), "--random-seed", "0"]) == 0
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    q = torch.tensor([[float(r[n]) for n in list(rows[0])[1 : 1 + robot.dof]] for r in rows], dtype=torch.float64)
+    written = torch.tensor([float(r["min_distance"]) for r in rows], dtype=torch.float64)
+    obstacles = ik_layer.collision.scene.load_scene(scene)
+    cost = CollisionCost.of(robot, obstacles, ik_layer.SolveOptions.build())
+    assert cost is not None
+    torch.testing.assert_close(written, cost.min_distance(robot, q), atol=1e-12, rtol=0)
+    success = np.array([r["success"] == "True" for r in rows])
+    assert not success[0] and float(written[0]) < ik_layer.SolveOptions.build().collision_margin
+    margin = ik_layer.SolveOptions.build().collision_margin
+    assert bool((written[torch.as_tensor(success)] >= margin).all())
+    assert_reaches(robot, q[torch.as_tensor(success)].numpy(), poses[success])
+
+
+def test_solve_refuses_a_bad_scene_file_naming_the_entry(tmp_path, poses, capsys):
+    scene = tmp_path / "scene.json"
+    scene.write_text(json.dumps([{"type": "sphere", "center": [0, 0, 1], "radius": 0.1}, {"type": "box"}]))
+    targets = write_targets(tmp_path / "targets.csv", poses)
+    assert main(["solve", ROBOT, str(targets), "-o", str(tmp_path / "o.csv"), "--scene", str(scene)]) == 2
+    assert "obstacles[1] (box) misses ['pose', 'size']" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()

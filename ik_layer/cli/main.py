@@ -37,6 +37,8 @@ from ik_layer.cli.files import (
     write_csv,
     write_table,
 )
+from ik_layer.collision.scene import load_scene
+from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.loading import load_robot
@@ -101,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("--batch-size", type=_positive, default=1024, help="targets per solver call (default 1024)")
     ik.add_argument("--warm-start", type=Path, help="warm starts: one configuration per target (or one for all)")
     ik.add_argument("--random-seed", type=int, help="seed of the solver's random generator (reproducible runs)")
+    ik.add_argument(
+        "--scene",
+        type=Path,
+        help="obstacles every answer keeps --collision-margin clear of: a YAML/JSON list of {type: sphere, center, "
+        "radius}, {type: box, pose, size} and {type: capsule, a, b, radius} in the base frame [m] (adds a "
+        "min_distance column)",
+    )
+    ik.add_argument(
+        "--spheres",
+        type=Path,
+        help="the robot's collision spheres (YAML/JSON, link: [{center, radius}]); default: the built-in robot's, "
+        "or spheres covering the URDF's collision primitives",
+    )
     for spec in OPTION_SPECS.values():
         flag = "--" + spec.name.replace("_", "-")
         help_text = f"{spec.help}: {spec.describe_range()} (default {spec.default:g})"
@@ -233,7 +248,8 @@ def run_fk(args: argparse.Namespace) -> int:
 
 def run_solve(args: argparse.Namespace) -> int:
     """Solve every target of ``args.targets_file`` in chunks, with a progress bar; write the results."""
-    robot = _robot(args)
+    robot = _robot(args, args.spheres or "auto")
+    obstacles = () if args.scene is None else load_scene(args.scene)
     check_output(args.output)
     targets, warm_start, skipped = _solve_inputs(args, robot)
     _report_skipped(targets.path, skipped)
@@ -245,7 +261,7 @@ def run_solve(args: argparse.Namespace) -> int:
     chunks: list[IKResult] = []
     start = time.perf_counter()
     try:
-        _solve_chunks(args, robot, targets.values, warm_start, generator, chunks)
+        _solve_chunks(args, robot, targets.values, warm_start, obstacles, generator, chunks)
     except KeyboardInterrupt:
         done = _write_results(args.output, robot, targets.lines, chunks)
         print(
@@ -298,6 +314,7 @@ def _solve_chunks(
     robot: Robot,
     targets: np.ndarray,
     warm_start: np.ndarray | None,
+    obstacles: Sequence[Obstacle],
     generator: torch.Generator,
     chunks: list[IKResult],
 ) -> None:
@@ -316,7 +333,7 @@ def _solve_chunks(
                 if warm_start is None
                 else torch.as_tensor(warm_start[rows], dtype=robot.dtype, device=robot.device)
             )
-            result = solve(robot, chunk, options, warm_start=start, generator=generator)
+            result = solve(robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator)
             chunks.append(result)
             done += len(result.success)
             succeeded += int(result.success.sum())
@@ -325,19 +342,20 @@ def _solve_chunks(
 
 
 def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult]) -> int:
-    """Write the solved chunks (q, success, errors, iterations per row) to ``path``; return the row count."""
+    """Write the solved chunks (q, success, errors, iterations and, with obstacles or self-collision, the least
+    distance per row) to ``path``; return the row count."""
     q = _gather(chunks, "q", np.float64).reshape(-1, robot.nq)
-    table = Table(
-        {
-            "line": lines[: len(q)],
-            "q": q,
-            "success": _gather(chunks, "success", np.bool_),
-            "position_error": _gather(chunks, "position_error", np.float64),
-            "orientation_error": _gather(chunks, "orientation_error", np.float64),
-            "iterations": _gather(chunks, "iterations", np.int64),
-        },
-        {"q": q_columns(robot.joint_names, robot.floating_base)},
-    )
+    columns = {
+        "line": lines[: len(q)],
+        "q": q,
+        "success": _gather(chunks, "success", np.bool_),
+        "position_error": _gather(chunks, "position_error", np.float64),
+        "orientation_error": _gather(chunks, "orientation_error", np.float64),
+        "iterations": _gather(chunks, "iterations", np.int64),
+    }
+    if chunks and chunks[0].min_distance is not None:
+        columns["min_distance"] = _gather(chunks, "min_distance", np.float64)
+    table = Table(columns, {"q": q_columns(robot.joint_names, robot.floating_base)})
     write_table(path, table)
     return len(q)
 
@@ -364,8 +382,9 @@ def _print_summary(chunks: list[IKResult], seconds: float, output: Path) -> None
     )
 
 
-def _robot(args: argparse.Namespace) -> Robot:
-    """Load ``args.robot`` with its frame and joints, on the requested device and dtype."""
+def _robot(args: argparse.Namespace, collision: str | Path | None = None) -> Robot:
+    """Load ``args.robot`` with its frame and joints, on the requested device and dtype; ``collision``: its
+    collision model, as :func:`~ik_layer.load_robot` takes it."""
     return load_robot(
         args.robot,
         args.ee_frame,
@@ -375,6 +394,7 @@ def _robot(args: argparse.Namespace) -> Robot:
         floating_base=args.floating_base,
         dtype=_DTYPES[args.dtype],
         device=_device(args.device),
+        collision=collision,
     )
 
 
