@@ -34,7 +34,7 @@ import math
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
@@ -134,6 +134,8 @@ class RemoteIKResult:
         status: (...) str array, why each row stopped: ``solved``, ``exhausted``, ``deadline`` or ``cancelled``.
         gradient: (..., dof, 6) dq/d(target twist) when asked for (``gradient=True``), else None; (..., dof, F, 6)
             for a robot with F end-effector frames, as :func:`ik_layer.target_gradient`.
+        min_distance: (...) [m] with obstacles or self-collision: the least distance between the robot's collision
+            spheres and the obstacles (or each other) at ``q``, +inf where nothing was measured; else None.
     """
 
     q: Array
@@ -143,13 +145,17 @@ class RemoteIKResult:
     iterations: Array
     status: np.ndarray
     gradient: Array | None = None
+    min_distance: Array | None = None
 
     def result(self) -> IKResult[Tensor | np.ndarray]:
-        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations); needs the full ik-layer package."""
+        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations, min_distance); needs the full
+        ik-layer package."""
         from ik_layer import IKResult  # torch and the solver: not part of a client-only install
 
         # The fields as they came: tensors for tensor targets, numpy arrays for others or asked with numpy=True.
-        return IKResult(self.q, self.success, self.position_error, self.orientation_error, self.iterations)
+        return IKResult(
+            self.q, self.success, self.position_error, self.orientation_error, self.iterations, self.min_distance
+        )
 
 
 # --- errors ----------------------------------------------------------------------------------------------------
@@ -286,6 +292,24 @@ class _Core:
             raise ServiceError(f"unreadable FK answer: {err!r}", 200) from None
         return _as_given(answer, like=q_given, numpy=numpy)
 
+    def scenes_flow(self, robot: str) -> Flow[dict[str, int]]:
+        body = yield from self._exchange(_Call("GET", _robot_path(robot, "scenes")))
+        try:
+            return {entry["name"]: int(entry["obstacles"]) for entry in body["scenes"]}
+        except (KeyError, TypeError, ValueError) as err:
+            raise ServiceError(f"unreadable scenes answer: {err!r}", 200, body) from None
+
+    def scene_flow(
+        self, method: str, robot: str, name: str, obstacles: Sequence[Mapping[str, Any]] | None
+    ) -> Flow[int]:
+        path = f"{_robot_path(robot, 'scenes')}/{_scene_name(name)}"
+        body = None if obstacles is None else {"obstacles": _obstacles_field(obstacles)}
+        answer = yield from self._exchange(_Call(method, path, body))
+        try:
+            return int(answer["obstacles"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ServiceError(f"unreadable scene answer: {err!r}", 200, answer) from None
+
     def solve_flow(
         self,
         robot: str,
@@ -298,6 +322,8 @@ class _Core:
         numpy: bool,
         option_changes: dict[str, Any],
         posture: ArrayLike | None = None,
+        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        scene: str | None = None,
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
@@ -317,6 +343,10 @@ class _Core:
             fields["timeout"] = float(timeout)
         if gradient:
             fields["return_gradient"] = True
+        if obstacles is not None:
+            fields["obstacles"] = _obstacles_field(obstacles)
+        if scene is not None:
+            fields["scene"] = _scene_name(scene)
         if n == 0:
             return _ik_result([], batch, info, gradient, targets, numpy)
         keyed = info.ee_frames if info.frames > 1 else None
@@ -405,7 +435,8 @@ def _answer(response: httpx.Response) -> Any:
         return body
     detail = _detail(response)
     if status == 404 and isinstance(body, dict) and isinstance(body.get("available"), list):
-        name = urllib.parse.unquote(response.request.url.path.split("/")[-2])
+        parts = response.request.url.path.split("/")  # /v1/robots/{name}/...
+        name = urllib.parse.unquote(parts[parts.index("robots") + 1] if "robots" in parts[:-1] else parts[-1])
         raise RemoteRobotNotFound(name, body["available"], status, body)
     if status == 413:
         limit = body.get("limit") if isinstance(body, dict) else None
@@ -458,6 +489,25 @@ def _robot_path(robot: str, operation: str) -> str:
     if not isinstance(robot, str) or not robot:
         raise IKLayerError(f"robot must be a robot name (str), got {robot!r}")
     return f"/v1/robots/{urllib.parse.quote(robot, safe='')}/{operation}"
+
+
+def _obstacles_field(obstacles: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``obstacles`` of a request: mappings in the service's form (checked by the server)."""
+    if isinstance(obstacles, (str, bytes, Mapping)) or not isinstance(obstacles, Sequence):
+        raise IKLayerError(f"obstacles must be a list of mappings, got {type(obstacles).__name__}")
+    for k, entry in enumerate(obstacles):
+        if not isinstance(entry, Mapping):
+            raise IKLayerError(
+                f"obstacles[{k}] must be a mapping such as {{'type': 'sphere', 'center': [x, y, z], 'radius': r}}, "
+                f"got {type(entry).__name__}"
+            )
+    return [dict(entry) for entry in obstacles]
+
+
+def _scene_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise IKLayerError(f"scene must be a scene's name (str), got {name!r}")
+    return urllib.parse.quote(name, safe="")
 
 
 def _is_tensor(x: object) -> TypeGuard[Tensor]:
@@ -609,6 +659,9 @@ def _ik_result(
             "orientation_error": field("orientation_error", np.float64),
             "iterations": field("iterations", np.int64),
         }
+        if any("min_distance" in s for s in solutions):  # left out where infinite (JSON has no infinity)
+            least = [s.get("min_distance", math.inf) for s in solutions]
+            values["min_distance"] = np.array(least, dtype=np.float64).reshape(batch)
         gradients = _gradients(solutions, batch, info) if gradient else None
         status = field("status", np.str_)
     except (KeyError, TypeError, ValueError) as err:
@@ -650,6 +703,11 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
             timeout: the server's time limit per request [s]; rows unfinished then come back with
                 ``status == "deadline"`` (default: the server's).
             numpy: numpy arrays even for tensor targets (other targets always give numpy arrays).
+            obstacles: obstacles every answer keeps ``collision_margin`` clear of, in the service's form (base
+                frame, metres): ``{"type": "sphere", "center": [x, y, z], "radius": r}``, ``{"type": "box",
+                "pose": [x, y, z, qx, qy, qz, qw], "size": [sx, sy, sz]}``, ``{"type": "capsule", "a": [...],
+                "b": [...], "radius": r}``; the answers then carry ``min_distance``.
+            scene: the name of a scene registered with :meth:`put_scene`: its obstacles apply too.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:
@@ -722,14 +780,30 @@ class Client:
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
+        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        scene: str | None = None,
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
-            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture
-        )
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
+            obstacles, scene,
+        )  # fmt: skip
         return self._run(flow)
 
     solve.__doc__ = _SOLVE_DOC
+
+    def put_scene(self, robot: str, name: str, obstacles: Sequence[Mapping[str, Any]]) -> int:
+        """Register (or replace) the scene ``name`` of ``robot`` on the server; return how many obstacles it holds.
+        Solves naming it (``scene=name``) keep clear of its obstacles (see :meth:`solve` for their form)."""
+        return self._run(self._core.scene_flow("PUT", robot, name, obstacles))
+
+    def delete_scene(self, robot: str, name: str) -> int:
+        """Forget the scene ``name`` of ``robot``; return how many obstacles it held."""
+        return self._run(self._core.scene_flow("DELETE", robot, name, None))
+
+    def scenes(self, robot: str) -> dict[str, int]:
+        """The scenes registered for ``robot``: name -> how many obstacles."""
+        return self._run(self._core.scenes_flow(robot))
 
     def close(self) -> None:
         """Close the connections."""
@@ -803,14 +877,29 @@ class AsyncClient:
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
+        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        scene: str | None = None,
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
-            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture
-        )
+            robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
+            obstacles, scene,
+        )  # fmt: skip
         return await self._run(flow)
 
     solve.__doc__ = _SOLVE_DOC
+
+    async def put_scene(self, robot: str, name: str, obstacles: Sequence[Mapping[str, Any]]) -> int:
+        """Register (or replace) the scene ``name`` of ``robot`` on the server; return how many obstacles it holds."""
+        return await self._run(self._core.scene_flow("PUT", robot, name, obstacles))
+
+    async def delete_scene(self, robot: str, name: str) -> int:
+        """Forget the scene ``name`` of ``robot``; return how many obstacles it held."""
+        return await self._run(self._core.scene_flow("DELETE", robot, name, None))
+
+    async def scenes(self, robot: str) -> dict[str, int]:
+        """The scenes registered for ``robot``: name -> how many obstacles."""
+        return await self._run(self._core.scenes_flow(robot))
 
     async def aclose(self) -> None:
         """Close the connections."""

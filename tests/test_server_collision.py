@@ -257,3 +257,33 @@ async def test_unknown_scenes_and_bad_names_are_refused(client: httpx.AsyncClien
         await client.put("/v1/robots/panda/scenes/x", content=b"{", headers={"content-type": "application/json"}), 422
     )
     assert (await client.get("/health")).status_code == 200
+
+
+# --------------------------------------------------------------------------- the Python client
+
+
+async def test_the_client_sends_obstacles_and_scenes_and_reads_min_distance(
+    api: tuple[FastAPI, httpx.AsyncClient], panda: ik_layer.Robot
+) -> None:
+    from ik_layer.client import AsyncClient, InvalidRequest, RemoteRobotNotFound
+
+    targets = torch.tensor(free_targets(panda, 6, seed=17), dtype=torch.float64)
+    async with AsyncClient("http://ik.test", transport=httpx.ASGITransport(app=api[0])) as remote:
+        assert await remote.put_scene("panda", "table", SCENE[:1]) == 1
+        assert await remote.scenes("panda") == {"table": 1}
+        result = await remote.solve("panda", targets.reshape(2, 3, 7), scene="table", obstacles=SCENE[1:])
+        assert result.min_distance is not None and result.min_distance.shape == (2, 3)
+        reference = least_distance(panda, result.q.reshape(-1, 7).tolist(), LIBRARY_SCENE)
+        torch.testing.assert_close(result.min_distance.reshape(-1), reference, atol=1e-12, rtol=0)
+        assert result.result().min_distance is result.min_distance
+        plain = await remote.solve("panda", targets)
+        assert plain.min_distance is None
+        assert await remote.delete_scene("panda", "table") == 1
+        with pytest.raises(InvalidRequest, match="table"):
+            await remote.solve("panda", targets, scene="table")
+        with pytest.raises(InvalidRequest, match="radius"):
+            await remote.put_scene("panda", "bad", [{"type": "sphere", "center": [0, 0, 0], "radius": -1}])
+        with pytest.raises(RemoteRobotNotFound, match="nobody"):
+            await remote.put_scene("nobody", "x", SCENE)
+        with pytest.raises(ik_layer.IKLayerError, match="obstacles"):
+            await remote.solve("panda", targets, obstacles=[Sphere([0, 0, 0], 0.1)])  # type: ignore[list-item]
