@@ -70,16 +70,29 @@ class CollisionCost:
 
     def cost_and_gradient(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The cost (...), its gradient (..., dof) w.r.t. the tangent at ``q`` (..., nq), and the least distance
-        (...)."""
+        (...), all detached."""
+        with torch.no_grad():
+            cost, gradient, d = self._evaluate(robot, q, differentiable=False)
+        return cost, gradient, _least(d)
+
+    def gradient(self, robot: Robot, q: Tensor) -> Tensor:
+        """The cost's gradient (..., dof) w.r.t. the tangent at ``q`` (..., nq), differentiable in ``q`` and in
+        the obstacles' tensors (the implicit layer's optimality condition holds it)."""
+        return self._evaluate(robot, q, differentiable=True)[1]
+
+    def _evaluate(self, robot: Robot, q: Tensor, differentiable: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """The cost (...), its gradient (..., dof) and the distances (..., P) at ``q``; ``differentiable``: the
+        gradient keeps its graph (for a derivative of it), else only the centres' is taken."""
         centres, jac = self.spheres.centres(robot, q, jacobian=True)
         assert jac is not None  # asked for
         with torch.enable_grad():
-            at = centres.detach().requires_grad_(True)
+            at = centres if differentiable and centres.requires_grad else centres.detach().requires_grad_(True)
             d = self.distances(at)
             cost = 0.5 * (self.margin + self.activation - d).clamp_min(0).square().sum(-1)
-            (along,) = torch.autograd.grad(cost.sum(), at)  # (..., S, 3): each row's cost reads its own centres only
+            # (..., S, 3): each row's cost reads its own centres only
+            (along,) = torch.autograd.grad(cost.sum(), at, create_graph=differentiable)
         gradient = (along[..., None, :] @ jac).squeeze(-2).sum(-2)
-        return cost.detach(), gradient, _least(d.detach())
+        return cost.detach(), gradient, d.detach()
 
     def free(self, least: Tensor) -> Tensor:
         """Whether configurations of least distance ``least`` are collision-free (at least the margin)."""

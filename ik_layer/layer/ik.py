@@ -35,12 +35,17 @@ quaternion through the exponential map.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ik_layer.api import solve
+from ik_layer.collision.cost import CollisionCost
+from ik_layer.collision.shapes import Obstacle, check_obstacles
+from ik_layer.core.lm import LM
 from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.exceptions import IKLayerError, ShapeError
 from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_root
@@ -74,12 +79,13 @@ def ik_solve(
         base: optional ``T_world_base`` (4, 4) or (..., 4, 4) base transform, shared by all frames; may
             require grad.
         weights: per-axis weights of the error, as in :func:`solve`.
-        **solve_arguments: passed to :func:`solve` (``warm_start``, ``posture``, ``generator``,
+        **solve_arguments: passed to :func:`solve` (``warm_start``, ``posture``, ``obstacles``, ``generator``,
             option changes such as ``num_seeds=8``).
 
     Returns:
-        The solution; ``q`` (..., nq) carries implicit gradients w.r.t. ``target``,
-        ``tool`` and ``base``; rows with ``success=False`` get zero gradient.
+        The solution; ``q`` (..., nq) carries implicit gradients w.r.t. ``target``, ``tool``, ``base`` and the
+        tensors of the ``obstacles`` (centres, radii, poses, sizes, end points) that require grad; rows with
+        ``success=False`` get zero gradient.
     """
     if not isinstance(robot, Robot):
         raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
@@ -93,30 +99,39 @@ def ik_solve(
     sqrt_w = _sqrt_weights(robot, weights)
     changes = {k: v for k, v in solve_arguments.items() if k in OPTION_SPECS}
     posture = solve_arguments.get("posture")
-    gains = gains_of(SolveOptions.build(options, **changes), posture is not None)
+    opts = SolveOptions.build(options, **changes)
+    gains = gains_of(opts, posture is not None)
     if posture is not None:  # as the solve took it: one per target row
         posture = posture.expand_as(result.q)
+    obstacles = check_obstacles(solve_arguments.get("obstacles", ()))
+    collides = CollisionCost.of(robot, obstacles, opts) is not None
 
-    def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor) -> Tensor:
+    def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor, *tensors: Tensor) -> Tensor:
         q = robot.integrate(result.q, dq)
         pose, jac = robot.kinematics(q, jacobian=True)  # torch kinematics: differentiable in q
         r = (sqrt_w * pose_error(target_, _per_frame(robot, base_) @ pose @ tool_)).flatten(dq.dim() - 1)
-        if not used_terms(gains):
+        if not (used_terms(gains) or collides):
             return r
         weighted = (sqrt_w[..., None] * _tool_jacobian(robot, pose, jac, tool_, base_)).flatten(dq.dim() - 1, -2)
         grad = secondary_gradient(robot, q, jac.flatten(dq.dim() - 1, -2), posture, gains)
+        if collides:
+            moved = _with_tensors(obstacles, tensors)
+            collision = CollisionCost.of(robot, moved, opts)
+            assert collision is not None  # as above
+            grad = grad + LM.collision_gain * collision.gradient(robot, q)
         return torch.cat((r, _null_space_part(weighted, grad)), -1)
 
     jac = None  # the secondary rows' Jacobian: by autograd
-    if not used_terms(gains):
+    if not (used_terms(gains) or collides):
         with torch.no_grad():
             pose, ee_jac = robot.fk_jacobian(result.q)
             jac = -sqrt_w[..., None] * _tool_jacobian(robot, pose, ee_jac, tool_t, base_t)
             jac = jac.flatten(result.q.dim() - 1, -2)
     at_solution = result.q.new_zeros(*result.q.shape[:-1], robot.dof)
-    dq = implicit_root(at_solution, residual, (target_t, tool_t, base_t), jacobian=jac, valid=result.success)
+    inputs = (target_t, tool_t, base_t, *_obstacle_tensors(obstacles))
+    dq = implicit_root(at_solution, residual, inputs, jacobian=jac, valid=result.success)
     q = robot.integrate(result.q, dq)
-    return IKResult(q, result.success, result.position_error, result.orientation_error, result.iterations)
+    return replace(result, q=q)
 
 
 def ik(robot: Robot, target: Tensor, options: SolveOptions | None = None, **arguments: Any) -> Tensor:
@@ -125,7 +140,7 @@ def ik(robot: Robot, target: Tensor, options: SolveOptions | None = None, **argu
 
 
 class IKLayer(nn.Module):
-    """IK as an ``nn.Module``: ``layer(target, tool=None, base=None) -> IKResult``.
+    """IK as an ``nn.Module``: ``layer(target, tool=None, base=None, obstacles=None) -> IKResult``.
 
     The robot is a submodule, so ``layer.to(device)`` moves it; ``options`` and
     ``solve_arguments`` (``weights``, ``posture``, option changes such as
@@ -144,9 +159,17 @@ class IKLayer(nn.Module):
         self.robot.to(*args, **kwargs)
         return super().to(*args, **kwargs)
 
-    def forward(self, target: Tensor, tool: Tensor | None = None, base: Tensor | None = None) -> IKResult:
-        """Solve for ``target`` (..., 4, 4) or (..., 7); ``result.q`` is differentiable."""
-        return ik_solve(self.robot, target, self.options, tool=tool, base=base, **self.solve_arguments)
+    def forward(
+        self,
+        target: Tensor,
+        tool: Tensor | None = None,
+        base: Tensor | None = None,
+        obstacles: Sequence[Obstacle] | None = None,
+    ) -> IKResult:
+        """Solve for ``target`` (..., 4, 4) or (..., 7) (among ``obstacles``, if given: they replace the layer's);
+        ``result.q`` is differentiable."""
+        arguments = self.solve_arguments if obstacles is None else {**self.solve_arguments, "obstacles": obstacles}
+        return ik_solve(self.robot, target, self.options, tool=tool, base=base, **arguments)
 
 
 def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> Tensor:
@@ -161,6 +184,17 @@ def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> T
     weighted = (sqrt_w[..., None] * jac).flatten(q.dim() - 1, -2)  # (..., 6F, dof)
     scale = sqrt_w.expand(jac.shape[:-1]).flatten(q.dim() - 1)[..., None, :]
     return (damped_pseudo_inverse(weighted) * scale).unflatten(-1, (*robot.target_shape[:-2], 6))
+
+
+def _obstacle_tensors(obstacles: Sequence[Obstacle]) -> list[Tensor]:
+    """The tensors of ``obstacles`` (centres, radii, poses, sizes, end points), in order: inputs of the layer."""
+    return [tensor for shape in obstacles for tensor in vars(shape).values()]
+
+
+def _with_tensors(obstacles: Sequence[Obstacle], tensors: Sequence[Tensor]) -> list[Obstacle]:
+    """``obstacles`` holding ``tensors`` (as :func:`_obstacle_tensors` lists them) instead of their own."""
+    given = iter(tensors)
+    return [replace(shape, **{name: next(given) for name in vars(shape)}) for shape in obstacles]
 
 
 def _per_frame(robot: Robot, base: Tensor) -> Tensor:
