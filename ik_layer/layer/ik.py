@@ -194,7 +194,11 @@ def _obstacle_tensors(obstacles: Sequence[Obstacle]) -> list[Tensor]:
 def _with_tensors(obstacles: Sequence[Obstacle], tensors: Sequence[Tensor]) -> list[Obstacle]:
     """``obstacles`` holding ``tensors`` (as :func:`_obstacle_tensors` lists them) instead of their own."""
     given = iter(tensors)
-    return [replace(shape, **{name: next(given) for name in vars(shape)}) for shape in obstacles]
+    moved: list[Obstacle] = []
+    for shape in obstacles:
+        fields: dict[str, Any] = {name: next(given) for name in vars(shape)}
+        moved.append(replace(shape, **fields))
+    return moved
 
 
 def _per_frame(robot: Robot, base: Tensor) -> Tensor:
