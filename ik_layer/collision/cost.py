@@ -11,13 +11,13 @@ configuration within the pose tolerances is a success.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from ik_layer.collision.model import RobotSpheres
-from ik_layer.collision.shapes import Obstacle
+from ik_layer.collision.shapes import Obstacle, flattened
 from ik_layer.core.options import SolveOptions
 from ik_layer.model.robot import Robot
 
@@ -49,7 +49,7 @@ class CollisionCost:
         are asked for."""
         if robot.collision is None or not (obstacles or options.self_collision):
             return None  # (Problem refuses obstacles and self-collision for a robot without spheres)
-        moved = tuple(_on(shape, robot) for shape in obstacles)
+        moved = tuple(flattened(shape, robot.dtype, robot.device) for shape in obstacles)
         margin, activation = options.collision_margin, options.collision_activation
         return CollisionCost(robot.collision, moved, bool(options.self_collision), margin, activation)
 
@@ -102,16 +102,3 @@ class CollisionCost:
 def _least(distances: Tensor) -> Tensor:
     """The least of ``distances`` (..., P) over the pairs; +inf without pairs."""
     return distances.amin(-1) if distances.shape[-1] else distances.new_full(distances.shape[:-1], torch.inf)
-
-
-_TRAILING = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions
-
-
-def _on(shape: Obstacle, robot: Robot) -> Obstacle:
-    """``shape`` with its tensors on the robot's device and dtype, its batch flattened to one dimension."""
-    batch = shape.batch
-    flat = {}
-    for name, value in vars(shape).items():
-        own = value.shape[value.dim() - _TRAILING[name] :]
-        flat[name] = value.to(robot.device, robot.dtype).expand((*batch, *own)).reshape(-1, *own)
-    return replace(shape, **flat)

@@ -13,7 +13,7 @@ shapes, non-finite values, radii or side lengths that are not positive, a pose t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -21,7 +21,7 @@ from torch import Tensor
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import as_transform
 
-__all__ = ["MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles"]
+__all__ = ["MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles", "flattened"]
 
 
 def _tensor(value: object, name: str, last: int | None) -> Tensor:
@@ -150,6 +150,20 @@ def check_obstacles(obstacles: object) -> tuple[Obstacle, ...]:
     if count > MAX_OBSTACLES:
         raise IKLayerError(f"obstacles: {count} shapes, more than {MAX_OBSTACLES}")
     return tuple(obstacles)
+
+
+_TRAILING = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions
+
+
+def flattened(shape: Obstacle, dtype: torch.dtype, device: torch.device) -> Obstacle:
+    """``shape`` with its tensors in ``dtype`` on ``device`` and its batch flattened to one dimension (every
+    field broadcast to it): ``n`` shapes, ``n`` the size of its batch."""
+    batch = shape.batch
+    flat = {}
+    for name, value in vars(shape).items():
+        own = value.shape[value.dim() - _TRAILING[name] :]
+        flat[name] = value.to(device, dtype).expand((*batch, *own)).reshape(-1, *own)
+    return replace(shape, **flat)
 
 
 def _count(shape: Obstacle) -> int:

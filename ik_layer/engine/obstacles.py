@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ik_layer.collision.shapes import MAX_OBSTACLES, Box, Obstacle, Sphere
+from ik_layer.collision.shapes import MAX_OBSTACLES, Box, Obstacle, Sphere, flattened
 from ik_layer.engine.collision_step import BOX, ROUND, collision_structs
 from ik_layer.model.warp_runtime import bind_struct
 
@@ -28,25 +28,20 @@ def pack_obstacles(shapes: Sequence[Obstacle], dtype: torch.dtype, device: torch
     kind, rot, pos, extent, radius = [], [], [], [], []
     eye = torch.eye(3, dtype=dtype, device=device)
     for shape in shapes:
+        flat = flattened(shape, dtype, device)
         n = math.prod(shape.batch)
-        if isinstance(shape, Box):
-            pose = shape.pose.to(device, dtype).expand(*shape.batch, 4, 4).reshape(n, 4, 4)
-            rot.append(pose[:, :3, :3])
-            pos.append(pose[:, :3, 3])
-            extent.append(shape.size.to(device, dtype).expand(*shape.batch, 3).reshape(n, 3) / 2)
+        if isinstance(flat, Box):
+            rot.append(flat.pose[:, :3, :3])
+            pos.append(flat.pose[:, :3, 3])
+            extent.append(flat.size / 2)
             radius.append(torch.zeros(n, dtype=dtype, device=device))
             kind.append(torch.full((n,), BOX, dtype=torch.int32, device=device))
             continue
-        if isinstance(shape, Sphere):
-            a = shape.center.to(device, dtype).expand(*shape.batch, 3).reshape(n, 3)
-            axis = torch.zeros_like(a)
-        else:
-            a = shape.a.to(device, dtype).expand(*shape.batch, 3).reshape(n, 3)
-            axis = shape.b.to(device, dtype).expand(*shape.batch, 3).reshape(n, 3) - a
+        a, b = (flat.center, flat.center) if isinstance(flat, Sphere) else (flat.a, flat.b)
         rot.append(eye.expand(n, 3, 3))
         pos.append(a)
-        extent.append(axis)
-        radius.append(shape.radius.to(device, dtype).expand(shape.batch).reshape(n))
+        extent.append(b - a)  # a capsule's axis; zero for a sphere
+        radius.append(flat.radius)
         kind.append(torch.full((n,), ROUND, dtype=torch.int32, device=device))
     if not kind:
         return {}
