@@ -14,7 +14,7 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.engine import Engine, open_store
-from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs
+from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs, spine_tensors
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.testing import example_robot_data_dir, random_configurations, solve_on_engine
@@ -34,10 +34,12 @@ def gen(seed: int) -> torch.Generator:
 
 
 def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
-    """A kernel that writes the collision term (gradient, cost, least distance) of one configuration per thread."""
+    """A kernel that writes the collision term (gradient, cost, least distance within reach) and the exact least
+    distance (``clearance``) of one configuration per thread."""
     assert robot.collision is not None
     layout, links = robot.chains.layout, robot.chains_to(robot.collision.links).layout
-    collide = collision_functions(layout, SphereLayout(links, len(robot.collision)), robot.dtype).collide
+    functions = collision_functions(layout, SphereLayout(links, len(robot.collision)), robot.dtype)
+    collide, clearance = functions.collide, functions.clearance
     t = kernel_types(layout, robot.dtype)
     Spheres, Obstacles = collision_structs(robot.dtype)
 
@@ -54,12 +56,14 @@ def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
         grad: wp.array(dtype=t.vect),
         cost: wp.array(dtype=t.f),
         least: wp.array(dtype=t.f),
+        exact: wp.array(dtype=t.f),
     ):
         i = wp.tid()
         g, c, d = collide(q[i], links_chain, spheres, obstacles, scene, self_on, margin, activation)
         grad[i] = g
         cost[i] = c
         least[i] = d
+        exact[i] = clearance(q[i], links_chain, spheres, obstacles, scene, self_on)
 
     return term
 
@@ -75,7 +79,9 @@ def panda(floating: bool) -> ik_layer.Robot:
 
 @pytest.mark.parametrize("floating", [False, True], ids=["fixed", "floating"])
 @pytest.mark.parametrize("self_collision", [0, 1])
-def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collision: int) -> None:
+@pytest.mark.parametrize("spine", [True, False], ids=["spine", "per-link"])
+def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collision: int, spine: bool) -> None:
+    """Both walks: along the spine (a serial arm's links, one walk) and link by link (any other robot)."""
     robot = panda(floating)
     options = SolveOptions(self_collision=self_collision, collision_margin=0.01, collision_activation=0.1)
     term = CollisionCost.of(robot, SCENE, options)
@@ -85,23 +91,31 @@ def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collisio
     assert int((cost > 0).sum()) >= 32  # enough configurations near something
 
     slots = open_store(robot, 1)
+    walk = slots._sphere_tensors["spine"]  # the struct's view: changed in place
+    assert int(walk) >= 0  # a serial arm: one link's chain holds every other's
+    if not spine:
+        walk.fill_(-1)
     scene = slots.obstacles.add(SCENE)
     assert scene == (0, len(SCENE))
     t = kernel_types(robot.chains.layout, robot.dtype)
     out_grad = torch.zeros(q.shape[0], robot.dof, dtype=F64)
-    out_cost, out_least = torch.zeros(q.shape[0], dtype=F64), torch.zeros(q.shape[0], dtype=F64)
+    out_cost, out_least, out_exact = (torch.zeros(q.shape[0], dtype=F64) for _ in range(3))
     wp.launch(
         collide_kernel(robot), dim=q.shape[0],
         inputs=[
             wp.from_torch(q.contiguous(), dtype=t.vecq), slots.link_chain, slots.spheres, slots.obstacles.struct,
             wp.vec2i(*scene), self_collision, 0.01, 0.1, wp.from_torch(out_grad, dtype=t.vect),
-            wp.from_torch(out_cost), wp.from_torch(out_least),
+            wp.from_torch(out_cost), wp.from_torch(out_least), wp.from_torch(out_exact),
         ],
         device="cpu",
     )  # fmt: skip
     torch.testing.assert_close(out_cost, cost, atol=1e-10, rtol=0)
     torch.testing.assert_close(out_grad, gradient, atol=1e-10, rtol=0)
-    torch.testing.assert_close(out_least, least, atol=1e-10, rtol=0)
+    torch.testing.assert_close(out_exact, least, atol=1e-10, rtol=0)
+    near = least < 0.01 + 0.1  # within reach the term's least is exact; beyond, at least the reach
+    assert int(near.sum()) > 0
+    torch.testing.assert_close(out_least[near], least[near], atol=1e-10, rtol=0)
+    assert bool((out_least[~near] >= 0.11).all())
 
 
 def test_both_stores_give_identical_answers_with_collision() -> None:
@@ -168,3 +182,18 @@ def test_an_answer_does_not_depend_on_the_neighbours_scenes() -> None:
     assert other.scene is not None and again.scene is not None and other.scene != again.scene
     assert torch.equal(mine.result().q, again.result().q)
     assert torch.equal(mine.result().success, again.result().success)
+
+
+def test_the_spine_is_found_on_serial_arms_only() -> None:
+    robot = ik_layer.load_robot("panda")
+    assert robot.collision is not None
+    walk = spine_tensors(robot.chains_to(robot.collision.links))
+    # each link's chain ends after the joints moving it: link k after k of them, the hand after all seven
+    assert walk["ends"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 7]
+    assert int(walk["spine"]) in (7, 8)
+    if ERD is None:
+        pytest.skip("example-robot-data not installed")
+    feet = ["FL_FOOT", "FR_FOOT"]
+    solo = ik_layer.load_robot(ERD / "solo_description/robots/solo12.urdf", ee_frames=feet, floating_base=True)
+    legs = spine_tensors(solo.chains_to(feet))  # two moving branches: neither chain holds the other
+    assert int(legs["spine"]) == -1

@@ -29,14 +29,22 @@ import torch
 import warp as wp
 
 from ik_layer.collision.model import RobotSpheres
-from ik_layer.model.chain import Layout
+from ik_layer.model.chain import ChainDescription, Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import chain_functions, warp_types
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
 
-__all__ = ["BOX", "ROUND", "SphereLayout", "collision_functions", "collision_structs", "sphere_tensors"]
+__all__ = [
+    "BOX",
+    "ROUND",
+    "SphereLayout",
+    "collision_functions",
+    "collision_structs",
+    "sphere_tensors",
+    "spine_tensors",
+]
 
 ROUND = 0  # a sphere or a capsule: the points within radius of a segment
 BOX = 1  # an oriented box
@@ -54,7 +62,9 @@ def collision_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         bound_radius: wp.array(dtype=f)
         center: wp.array(dtype=vec3)  # per sphere, link by link: centre in its link's frame
         radius: wp.array(dtype=f)
-        pairs: wp.array(dtype=wp.vec2i)  # the self-collision pairs (indices in this order)
+        link_pairs: wp.array(dtype=wp.vec2i)  # the link pairs checked for self-collision: all their sphere pairs
+        spine: wp.array(dtype=wp.int32)  # one: the link whose chain holds every link's as a prefix, or -1
+        ends: wp.array(dtype=wp.int32)  # per link: its chain's entries along the spine's
 
     @wp.struct
     class Obstacles:
@@ -70,11 +80,10 @@ def collision_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
 def sphere_tensors(model: RobotSpheres) -> dict[str, torch.Tensor]:
     """The fields of the kernel's ``Spheres`` struct for a robot's collision ``model``: its spheres ordered link by
     link (the order of ``model.links``), each link's first sphere, a ball holding each link's spheres (centred at
-    their centres' mean), and the self-collision pairs in that order."""
+    their centres' mean), and the link pairs checked for self-collision (the model checks every sphere pair of
+    such a link pair)."""
     index = model.link_index
     order = torch.sort(index, stable=True).indices
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.shape[0], device=order.device)
     per_link = torch.bincount(index, minlength=len(model.links))
     first = torch.cat((per_link.new_zeros(1), per_link.cumsum(0)))
     centers, radii = model.centers[order], model.radii[order]
@@ -90,7 +99,30 @@ def sphere_tensors(model: RobotSpheres) -> dict[str, torch.Tensor]:
         "bound_radius": bound_radius,
         "center": centers.contiguous(),
         "radius": radii.contiguous(),
-        "pairs": rank[model.pairs].to(torch.int32).contiguous(),
+        "link_pairs": torch.unique(index[model.pairs].sort(dim=1).values, dim=0).to(torch.int32).contiguous(),
+    }
+
+
+def spine_tensors(chains: ChainDescription) -> dict[str, torch.Tensor]:
+    """The ``spine`` and ``ends`` fields of the kernel's ``Spheres`` struct for the links' ``chains``: when every
+    link's chain is the first entries of one link's (a serial arm: each link's chain is its parent's and one more
+    joint), the kernel walks that one chain once for every link (and its Jacobian once for all their wrenches);
+    else ``spine`` is -1 and each link walks its own."""
+    frames, length = chains.layout.frames, chains.layout.length
+    fields = [chains.place_rot, chains.place_rot_k, chains.place_rot_k2, chains.place_pos, chains.slide, chains.axis]
+    fields += [chains.revolute, chains.cols, chains.scale, chains.offset]
+    entries = [field.reshape(frames, length, -1).to(torch.float64) for field in fields]
+    per_entry = torch.cat(entries, -1)  # (frames, length, values): an entry's every value
+    still = per_entry.new_zeros(per_entry.shape[-1])
+    still[:9] = torch.eye(3, dtype=torch.float64).flatten()  # place_rot I, the rest zero: a padding entry
+    moving = (per_entry != still).any(-1)  # (frames, length)
+    ends = torch.where(moving, torch.arange(1, length + 1), 0).amax(-1)  # entries up to the last that is not still
+    spine = int(ends.argmax())
+    prefix = all(bool((per_entry[k, : ends[k]] == per_entry[spine, : ends[k]]).all()) for k in range(frames))
+    device = chains.cols.device
+    return {
+        "spine": torch.tensor([spine if prefix else -1], dtype=torch.int32, device=device),
+        "ends": ends.to(torch.int32).to(device),
     }
 
 
@@ -107,7 +139,8 @@ class SphereLayout:
 def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: torch.dtype) -> SimpleNamespace:
     """``collide`` for a robot of ``layout`` with the collision spheres of ``spheres_layout``, in ``dtype`` floats:
     ``collide(q, links_chain, spheres, obstacles, scene, self_on, margin, activation)`` gives the term's gradient
-    (dof) w.r.t. the tangent at ``q``, its cost and the least distance (+inf without pairs)."""
+    (dof) w.r.t. the tangent at ``q``, its cost and the least distance where it is below ``margin + activation``;
+    ``clearance(q, links_chain, spheres, obstacles, scene, self_on)`` the least distance, exactly."""
     t = kernel_types(layout, dtype)
     f, vec3, mat33, vecq, vect = t.f, t.vec3, t.mat33, t.vecq, t.vect
     bv = t.bv
@@ -116,9 +149,10 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
     links = spheres_layout.links
     count, length, total = links.frames, links.length, spheres_layout.spheres
     walk = chain_functions(links, dtype)
-    base_pose, chain_tip, chain_pose = walk.base_pose, walk.chain_tip, walk.chain_pose
+    base_pose, advance, chain_tip, chain_pose = walk.base_pose, walk.advance, walk.chain_tip, walk.chain_pose
     points_t = wp.types.matrix((total, 3), f)  # per sphere: its centre, or the push on it
     bounds_t = wp.types.matrix((count, 3), f)  # per link: the centre of the ball holding its spheres
+    entries_t = wp.types.matrix((3, length), f)  # per chain entry: its axis, or its origin
     floating = layout.floating
 
     @wp.func
@@ -174,6 +208,90 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
         return box_distance(p, obstacles.rot[o], obstacles.pos[o], obstacles.extent[o])
 
     @wp.func
+    def placed(
+        centres: points_t,
+        bounds: bounds_t,
+        spheres: Spheres,
+        link: int,
+        rot: mat33,
+        pos: vec3,
+        base_rot: mat33,
+        base_pos: vec3,
+    ):
+        """``centres`` and ``bounds`` with link ``link``'s spheres and ball placed by its pose ``rot``, ``pos``."""
+        out, balls = centres, bounds
+        for s in range(spheres.first[link], spheres.first[link + 1]):
+            at = rot * spheres.center[s] + pos
+            for k in range(3):
+                out[s, k] = at[k]
+        bound = base_rot * (rot * spheres.bound_center[link] + pos) + base_pos
+        for k in range(3):
+            balls[link, k] = bound[k]
+        return out, balls
+
+    @wp.func
+    def place(q: vecq, links_chain: Chain, spheres: Spheres):
+        """The spheres' centres at ``q`` in the base frame, each link's bounding ball's centre in the world, and
+        the base's pose: one walk along the spine (each link placed where its chain ends), else one per link."""
+        base_rot, base_pos = base_pose(q)
+        centres = points_t()
+        bounds = bounds_t()
+        spine = spheres.spine[0]
+        if spine >= 0:
+            rot = wp.identity(3, f)
+            pos = vec3()
+            for j in range(length + 1):
+                if j > 0:
+                    rot, pos = advance(q, spine * length + j - 1, rot, pos, links_chain)
+                for link in range(count):
+                    if spheres.ends[link] == j:
+                        tip_r = rot * links_chain.tip_rot[link]
+                        tip_p = pos + rot * links_chain.tip_pos[link]
+                        centres, bounds = placed(centres, bounds, spheres, link, tip_r, tip_p, base_rot, base_pos)
+        else:
+            for link in range(count):
+                rot, pos = chain_tip(q, link, links_chain)
+                centres, bounds = placed(centres, bounds, spheres, link, rot, pos, base_rot, base_pos)
+        return centres, bounds, base_rot, base_pos
+
+    @wp.func
+    def link_gap(bounds: bounds_t, spheres: Spheres, a: int, b: int) -> f:
+        """A lower bound on the distances between the spheres of links ``a`` and ``b``: their balls' gap."""
+        gap = vec3(bounds[a, 0] - bounds[b, 0], bounds[a, 1] - bounds[b, 1], bounds[a, 2] - bounds[b, 2])
+        return wp.length(gap) - spheres.bound_radius[a] - spheres.bound_radius[b]
+
+    @wp.func
+    def clearance(
+        q: vecq, links_chain: Chain, spheres: Spheres, obstacles: Obstacles, scene: wp.vec2i, self_on: wp.int32
+    ):
+        """The least distance at ``q`` over every pair (+inf without pairs), exactly: a link's spheres are skipped
+        where its ball cannot beat the least so far."""
+        centres, bounds, base_rot, base_pos = place(q, links_chain, spheres)
+        least = f(wp.inf)
+        for link in range(count):
+            bound = vec3(bounds[link, 0], bounds[link, 1], bounds[link, 2])
+            for o in range(scene[0], scene[0] + scene[1]):
+                near, _away = obstacle_distance(bound, obstacles, o)
+                if near - spheres.bound_radius[link] < least:
+                    for s in range(spheres.first[link], spheres.first[link + 1]):
+                        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
+                        d, _direction = obstacle_distance(world, obstacles, o)
+                        least = wp.min(least, d - spheres.radius[s])
+        if self_on != 0:
+            for p in range(spheres.link_pairs.shape[0]):
+                one = spheres.link_pairs[p][0]
+                other = spheres.link_pairs[p][1]
+                if link_gap(bounds, spheres, one, other) < least:
+                    for first in range(spheres.first[one], spheres.first[one + 1]):
+                        for second in range(spheres.first[other], spheres.first[other + 1]):
+                            gap = vec3()
+                            for k in range(3):
+                                gap[k] = centres[first, k] - centres[second, k]
+                            d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
+                            least = wp.min(least, d)
+        return least
+
+    @wp.func
     def collide(
         q: vecq,
         links_chain: Chain,
@@ -184,19 +302,10 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
         margin: f,
         activation: f,
     ):
-        """The collision term at ``q``: gradient (dof), cost and least distance (see the module's docstring)."""
-        base_rot, base_pos = base_pose(q)
-        centres = points_t()  # in the base frame
-        bounds = bounds_t()  # each link's bounding ball's centre, in the world
-        for link in range(count):
-            rot, pos = chain_tip(q, link, links_chain)
-            for s in range(spheres.first[link], spheres.first[link + 1]):
-                placed = rot * spheres.center[s] + pos
-                for k in range(3):
-                    centres[s, k] = placed[k]
-            bound = base_rot * (rot * spheres.bound_center[link] + pos) + base_pos
-            for k in range(3):
-                bounds[link, k] = bound[k]
+        """The collision term at ``q``: gradient (dof), cost and the least distance, exact where it is below
+        ``margin + activation`` (pairs farther apart are skipped by their links' balls: then the least of those
+        measured, at least that, or +inf)."""
+        centres, bounds, base_rot, base_pos = place(q, links_chain, spheres)
         reach = margin + activation
         cost = f(0.0)
         least = f(wp.inf)
@@ -204,11 +313,9 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
         for link in range(count):
             bound = vec3(bounds[link, 0], bounds[link, 1], bounds[link, 2])
             for o in range(scene[0], scene[0] + scene[1]):
-                # the link's ball first: its spheres are no nearer (distances are 1-Lipschitz), so they are skipped
-                # when it neither reaches the cost nor beats the least distance so far
+                # the link's ball first: its spheres are no nearer (distances are 1-Lipschitz)
                 near, _away = obstacle_distance(bound, obstacles, o)
-                near = near - spheres.bound_radius[link]
-                if near < reach or near < least:
+                if near - spheres.bound_radius[link] < reach:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
                         world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
                         d, direction = obstacle_distance(world, obstacles, o)
@@ -224,22 +331,29 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 for k in range(3):
                     pushes[s, k] = turned[k]
         if self_on != 0:
-            for p in range(spheres.pairs.shape[0]):
-                first = spheres.pairs[p][0]
-                second = spheres.pairs[p][1]
-                gap = vec3()
-                for k in range(3):
-                    gap[k] = centres[first, k] - centres[second, k]
-                d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
-                least = wp.min(least, d)
-                if d < reach:
-                    cost = cost + f(0.5) * (reach - d) * (reach - d)
-                    force = -(reach - d) * unit(gap)  # on the first; its opposite on the second
-                    for k in range(3):
-                        pushes[first, k] = pushes[first, k] + force[k]
-                        pushes[second, k] = pushes[second, k] - force[k]
+            for p in range(spheres.link_pairs.shape[0]):
+                one = spheres.link_pairs[p][0]
+                other = spheres.link_pairs[p][1]
+                if link_gap(bounds, spheres, one, other) < reach:
+                    for first in range(spheres.first[one], spheres.first[one + 1]):
+                        for second in range(spheres.first[other], spheres.first[other + 1]):
+                            gap = vec3()
+                            for k in range(3):
+                                gap[k] = centres[first, k] - centres[second, k]
+                            d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
+                            least = wp.min(least, d)
+                            if d < reach:
+                                cost = cost + f(0.5) * (reach - d) * (reach - d)
+                                force = -(reach - d) * unit(gap)  # on the first; its opposite on the second
+                                for k in range(3):
+                                    pushes[first, k] = pushes[first, k] + force[k]
+                                    pushes[second, k] = pushes[second, k] - force[k]
         grad = vect()
         if cost > f(0.0):
+            spine = spheres.spine[0]
+            walked = wp.int32(-1)  # the chain whose axes and origins are held
+            axes = entries_t()
+            origins = entries_t()
             for link in range(count):  # the link's wrench [force; moment about the base origin], then J^T of it
                 force = vec3()
                 moment = vec3()
@@ -248,9 +362,16 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                     force = force + push
                     moment = moment + wp.cross(vec3(centres[s, 0], centres[s, 1], centres[s, 2]), push)
                 if wp.length_sq(force) + wp.length_sq(moment) > f(0.0):
-                    _rot, _pos, axes, origins = chain_pose(q, link, links_chain)
-                    for j in range(length):
-                        x = link * length + j
+                    walk_of = link  # the chain walked for this link: the spine's first entries, or its own
+                    entries = length
+                    if spine >= 0:
+                        walk_of = spine
+                        entries = spheres.ends[link]
+                    if walked != walk_of:
+                        _rot, _pos, axes, origins = chain_pose(q, walk_of, links_chain)
+                        walked = walk_of
+                    for j in range(entries):
+                        x = walk_of * length + j
                         a = vec3(axes[0, j], axes[1, j], axes[2, j])
                         along = wp.dot(a, force)
                         if links_chain.revolute[x] != 0:
@@ -264,4 +385,4 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                             grad[3 + k] = grad[3 + k] + moment[k]
         return grad, cost, least
 
-    return SimpleNamespace(collide=collide)
+    return SimpleNamespace(collide=collide, clearance=clearance)

@@ -185,7 +185,9 @@ def lm_block_kernel(
     with_terms = bool(terms)
     with_collision = sphere_layout is not None
     pulls = with_terms or with_collision  # compiled in: seeds may pull in the null space and polish
-    collide = None if sphere_layout is None else collision_functions(layout, sphere_layout, dtype).collide
+    collision = None if sphere_layout is None else collision_functions(layout, sphere_layout, dtype)
+    collide = None if collision is None else collision.collide
+    clearance = None if collision is None else collision.clearance
     Spheres, Obstacles = collision_structs(dtype)
     collision_gain = LM.collision_gain
     ranks_with_jacobian = any(TERMS[k].needs_jacobian for k in terms)
@@ -272,10 +274,9 @@ def lm_block_kernel(
         """The rank of ``q`` at pose score ``score``: the score; for a configuration within the pose tolerances
         with secondary or collision terms, :func:`gated` of it, or for a success :func:`ik_layer.terms.rank_of_cost`
         of their cost; 1 if that success has nothing to polish (the secondary terms' gradient is zero there: the
-        collision term only gates), else 0; and the least collision distance where measured (NaN elsewhere)."""
+        collision term only gates), else 0."""
         rank = score
         settled = wp.int32(0)
-        measured = f(wp.nan)
         if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_pull != 0 and score <= f(1.0):
                 jac_q = jac
@@ -284,12 +285,11 @@ def lm_block_kernel(
                 _grad, s, least, still = terms_at(
                     q, jac_q, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
                 )
-                measured = least
                 rank = gated(score, least, limits)
                 if rank <= f(1.0):
                     rank = rank_of_cost(s)
                     settled = still
-        return rank, settled, measured
+        return rank, settled
 
     @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
@@ -356,7 +356,6 @@ def lm_block_kernel(
         mu = mu_state[i]
         best = best_score[i]
         berr = best_error[i]
-        bleast = slot.best_least[i]  # the least collision distance at bq_best, NaN where not measured
         it = iterations[i]
         age = age_state[i]
         last = check_cost[i]
@@ -381,16 +380,13 @@ def lm_block_kernel(
             last = cost
             best = f(wp.inf)
             berr = vec2(f(wp.inf), f(wp.inf))
-            bleast = f(wp.nan)
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            rank, settled, least = rank_at(
+            rank, settled = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
-            if rank < best:
-                bleast = least
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
                 if use_pull == 0 or settled != 0:
@@ -468,8 +464,6 @@ def lm_block_kernel(
                             rank = gated(score, least_new, limits)
                             if rank <= f(1.0):
                                 rank = rank_of_cost(s_new)
-                            if rank < best:
-                                bleast = least_new
                             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
                     if within != 0:
                         if kept != 0:
@@ -515,12 +509,10 @@ def lm_block_kernel(
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            rank, settled, least = rank_at(
+            rank, settled = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
-            if rank < best:
-                bleast = least
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0) and (use_pull == 0 or settled != 0):
                 st = SOLVED
@@ -537,6 +529,10 @@ def lm_block_kernel(
                 last = cost
         if st == RUNNING and it >= limit:  # out of budget: solved if a success was recorded (polishing)
             st = SOLVED if best < f(1.0) else EXHAUSTED
+        least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured)
+        if wp.static(with_collision):  # noqa: SIM102
+            if st != RUNNING and (self_on != 0 or scene[1] > 0):
+                least = clearance(bq_best, links_chain, spheres, obstacles, scene, self_on)
 
         for a in range(nq):
             q_state[i, a] = q[a]
@@ -544,7 +540,7 @@ def lm_block_kernel(
         mu_state[i] = mu
         best_score[i] = best
         best_error[i] = berr
-        slot.best_least[i] = bleast
+        slot.best_least[i] = least
         iterations[i] = it
         age_state[i] = age
         check_cost[i] = last

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.collision_step import SphereLayout, collision_structs, sphere_tensors
+from ik_layer.engine.collision_step import SphereLayout, collision_structs, sphere_tensors, spine_tensors
 from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.robot import Robot
@@ -196,10 +196,12 @@ class Slots(ABC, Generic[StoreArray]):
             "bound_radius": torch.zeros(1, dtype=self.dtype, device=self.device),
             "center": torch.zeros(0, 3, dtype=self.dtype, device=self.device),
             "radius": torch.zeros(0, dtype=self.dtype, device=self.device),
-            "pairs": torch.zeros(0, 2, dtype=torch.int32, device=self.device),
+            "link_pairs": torch.zeros(0, 2, dtype=torch.int32, device=self.device),
+            "spine": torch.full((1,), -1, dtype=torch.int32, device=self.device),
+            "ends": torch.zeros(1, dtype=torch.int32, device=self.device),
         }
-        if model is not None:
-            self._sphere_tensors = sphere_tensors(model)
+        if model is not None and self._link_chains is not None:
+            self._sphere_tensors = {**sphere_tensors(model), **spine_tensors(self._link_chains)}
         self.spheres = bind_struct(collision_structs(self.dtype)[0], self._sphere_tensors)
 
     def _bind(self, struct_type: Struct) -> object:

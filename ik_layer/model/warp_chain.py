@@ -257,6 +257,7 @@ def chain_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
 
     return SimpleNamespace(
         base_pose=base_pose,
+        advance=advance,
         chain_tip=chain_tip,
         chain_pose=chain_pose,
         in_world=in_world,
