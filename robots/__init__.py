@@ -2,7 +2,8 @@
 
 Each built-in robot is a kinematics-only URDF in ``robots/urdf`` written from
 the manufacturer's published kinematic parameters, plus its default
-end-effector frame.
+end-effector frame and, where published collision geometry was fitted
+(``scripts/make_robot_spheres.py``), its collision spheres in ``robots/spheres``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ REGISTRY: dict[str, RobotSpec] = {
             "Franka Emika Panda, 7-DoF, flange",
             SPHERES_DIR / "panda.yml",
         ),
-        RobotSpec("ur5e", URDF_DIR / "ur5e.urdf", "tool0", "Universal Robots UR5e, 6-DoF, tool0"),
+        RobotSpec(
+            "ur5e",
+            URDF_DIR / "ur5e.urdf",
+            "tool0",
+            "Universal Robots UR5e, 6-DoF, tool0",
+            SPHERES_DIR / "ur5e.yml",
+        ),
         RobotSpec("iiwa14", URDF_DIR / "iiwa14.urdf", "iiwa_link_ee", "KUKA LBR iiwa 14 R820, 7-DoF, flange"),
         RobotSpec("planar3", URDF_DIR / "planar3.urdf", "tip", "planar 3-link arm (0.5, 0.4, 0.3 m), tip"),
     )

@@ -1,9 +1,11 @@
 """Robot collision models (ik_layer.collision.fitting, .model, ik_layer.loading): spheres that cover URDF collision
-primitives, the built-in panda's shipped spheres regenerated and checked against the published geometry, sphere
-centres and their Jacobians against Pinocchio and finite differences, self-collision pairs, bad input refused."""
+primitives and convex hulls, the built-in panda's and ur5e's shipped spheres regenerated and checked against the
+published geometry, sphere centres and their Jacobians against Pinocchio and finite differences, self-collision
+pairs, bad input refused."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import subprocess
 import sys
@@ -17,7 +19,14 @@ import yaml
 
 import ik_layer
 from ik_layer import IKLayerError
-from ik_layer.collision.fitting import MAX_CELLS, box_spheres, cylinder_spheres, urdf_spheres
+from ik_layer.collision.fitting import (
+    MAX_CELLS,
+    box_spheres,
+    cylinder_spheres,
+    hull_reach,
+    hull_spheres,
+    urdf_spheres,
+)
 from ik_layer.collision.model import MAX_SELF_PAIRS, RobotSpheres
 from ik_layer.collision.spheres import LinkSpheres
 from ik_layer.testing import example_robot_data_dir, random_bases
@@ -28,6 +37,8 @@ ERD = example_robot_data_dir()
 needs_erd = pytest.mark.skipif(ERD is None, reason="example-robot-data not installed")
 PANDA_URDF = "panda_description/urdf/panda_collision.urdf"
 PANDA_SRDF = "panda_description/srdf/panda.srdf"
+HULLS = ROOT / "tests" / "data" / "robot_hulls.npz"
+MESHED = ["ur5e"]  # built-in robots whose spheres cover robosuite's collision meshes
 
 
 def gen(seed: int) -> torch.Generator:
@@ -99,11 +110,109 @@ def test_meshes_are_not_fitted() -> None:
         urdf_spheres(urdf + "</robot>", ["a"])
 
 
+def in_hull(n: int, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``n`` points of the convex hull of ``points``: the points themselves and random mixtures of a few."""
+    picks = rng.integers(0, len(points), (n, 3))
+    weights = rng.dirichlet(np.full(3, 0.3), n)
+    return np.concatenate([points, np.einsum("nk,nkd->nd", weights, points[picks])])
+
+
+@pytest.mark.parametrize("count", [1, 3, 6])
+@pytest.mark.parametrize("cloud", ["ball", "rod", "box"])
+def test_hull_spheres_cover_the_hull(cloud: str, count: int) -> None:
+    rng = np.random.default_rng(5)
+    if cloud == "box":
+        points = in_box(8, np.array([0.3, 0.1, 0.05]), rng)[:8]  # its corners: the box's hull
+    else:
+        points = rng.normal(size=(200, 3)) * (np.array([0.02, 0.03, 0.4]) if cloud == "rod" else 0.1)
+    spheres = hull_spheres(points, count)
+    assert 1 <= len(spheres) <= count
+    assert hull_reach(points, spheres) <= 1e-9
+    assert covered(in_hull(3000, points, rng), [(c, r + 1e-12) for c, r in spheres]).all()
+    # Tight: every sphere reaches a point of the hull, and the spheres a little smaller leave some of it out.
+    assert hull_reach(points, [(c, r - 1e-6) for c, r in spheres]) > 0
+    if count > 1:
+        assert max(r for _, r in spheres) < hull_spheres(points, 1)[0][1]
+
+
+def test_hull_reach_measures_the_solid() -> None:
+    cube = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+    assert hull_reach(cube, [([0.0, 0.0, 0.0], math.sqrt(3))]) == pytest.approx(0, abs=1e-12)
+    assert hull_reach(cube, [([0.0, 0.0, 0.0], 1.5)]) == pytest.approx(math.sqrt(3) - 1.5, abs=1e-12)
+    halves = [([-0.5, 0.0, 0.0], math.sqrt(2.25)), ([0.5, 0.0, 0.0], math.sqrt(2.25))]
+    assert hull_reach(cube, halves) <= 1e-12
+    assert hull_reach(cube, [halves[0], (halves[1][0], 1.45)]) > 0
+    # A rod whose ends' spheres hold every vertex but not its middle.
+    rod = cube * np.array([1.0, 0.1, 0.1])
+    ends = [([-1.0, 0.0, 0.0], 0.2), ([1.0, 0.0, 0.0], 0.2)]
+    assert covered(rod, ends).all()
+    assert hull_reach(rod, ends) > 0.5
+
+
+@needs_erd
+@pytest.mark.skipif(importlib.util.find_spec("robosuite") is None, reason="robosuite not installed")
+def test_shipped_meshed_spheres_are_the_script_output(tmp_path: Path) -> None:
+    """scripts/make_robot_spheres.py regenerates robots/spheres/ur5e.yml byte for byte, and the stored hulls."""
+    script = str(ROOT / "scripts" / "make_robot_spheres.py")
+    hulls = tmp_path / "hulls.npz"
+    command = [sys.executable, script, "--out", str(tmp_path), "--hulls", str(hulls), "--robots", *MESHED]
+    subprocess.run(command, check=True, capture_output=True)
+    for name in MESHED:
+        assert (tmp_path / f"{name}.yml").read_text() == (ROOT / "robots" / "spheres" / f"{name}.yml").read_text()
+    with np.load(hulls) as made, np.load(HULLS) as shipped:
+        assert sorted(made.files) == sorted(shipped.files)
+        for key in made.files:
+            np.testing.assert_array_equal(made[key], shipped[key])
+
+
+@pytest.mark.parametrize("name", MESHED)
+def test_shipped_meshed_spheres_cover_the_published_meshes(name: str) -> None:
+    """The shipped spheres of each link, less the margin the script added to every radius, hold the convex hull of
+    robosuite's collision meshes of that link (stored in tests/data, in the built-in link frames)."""
+    shipped = yaml.safe_load((ROOT / "robots" / "spheres" / f"{name}.yml").read_text())["collision_spheres"]
+    with np.load(HULLS) as stored:
+        hulls = {key.split(":")[2]: stored[key] for key in stored.files if key.startswith(f"hull:{name}:")}
+        grown = float(stored[f"grown:{name}"])
+    assert sorted(hulls) == sorted(shipped) and len(hulls) == ik_layer.load_robot(name).dof + 1
+    assert 1e-3 < grown < 6e-3  # the kinematic gap (<= 5 mm) plus 1 mm
+    for link, points in hulls.items():
+        spheres = [(s["center"], s["radius"] - grown) for s in shipped[link]]
+        assert 4 <= len(spheres) <= 8, link
+        assert points.dtype == np.float64 and points.shape[1] == 3 and len(points) >= 50, link
+        assert hull_reach(points, spheres) <= 1e-9, link
+        assert hull_reach(points, [(c, r - 1e-4) for c, r in spheres]) > 0, link  # tight, but for the margin
+
+
+def test_builtin_ur5e_loads_its_spheres_apart_at_rest() -> None:
+    robot = ik_layer.load_robot("ur5e")
+    assert robot.collision is not None and 30 <= len(robot.collision) <= 50
+    assert robot.collision.links == (
+        "base_link",
+        "shoulder_link",
+        "upper_arm_link",
+        "forearm_link",
+        "wrist_1_link",
+        "wrist_2_link",
+        "wrist_3_link",
+    )
+    assert ("base_link", "forearm_link") not in robot.collision.ignored  # the arm folding onto its base is checked
+    assert ("wrist_1_link", "wrist_3_link") in robot.collision.ignored  # their hulls never meet
+    # Apart at every joint zero (arm stretched out) and at the usual home pose (arm upright, wrist bent).
+    home = torch.tensor([0.0, -math.pi / 2, 0.0, -math.pi / 2, 0.0, 0.0], dtype=F64)
+    for q in (robot.neutral_q(), home):
+        assert bool((robot.collision.self_distances(robot, q) > 0).all())
+    # Folded back onto itself (elbow at -170 degrees): some sphere pair overlaps.
+    folded = torch.tensor([0.0, -math.pi / 2, -3.0, 0.0, 0.0, 0.0], dtype=F64)
+    assert bool((robot.collision.self_distances(robot, folded) < 0).any())
+
+
 @needs_erd
 def test_shipped_panda_spheres_are_the_script_output(tmp_path: Path) -> None:
     """scripts/make_robot_spheres.py regenerates robots/spheres/panda.yml byte for byte."""
     script = str(ROOT / "scripts" / "make_robot_spheres.py")
-    subprocess.run([sys.executable, script, "--out", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, script, "--out", str(tmp_path), "--robots", "panda"], check=True, capture_output=True
+    )
     assert (tmp_path / "panda.yml").read_text() == (ROOT / "robots" / "spheres" / "panda.yml").read_text()
 
 
@@ -148,7 +257,7 @@ def test_builtin_panda_loads_its_spheres_and_moves_them_with_the_robot() -> None
     moved = robot.to(torch.float32)
     assert moved.collision is not None and moved.collision.centers.dtype == torch.float32
     assert ik_layer.load_robot("panda", collision=None).collision is None
-    assert ik_layer.load_robot("ur5e").collision is None  # no spheres shipped yet, no URDF geometry
+    assert ik_layer.load_robot("iiwa14").collision is None  # no spheres shipped yet, no URDF geometry
 
 
 @pytest.mark.parametrize("frames_robot", ["panda", "erd"])

@@ -209,7 +209,7 @@ def test_collision_free_answers_are_free_of_the_published_geometry(reference: bo
 def test_bad_collision_input_is_refused() -> None:
     robot = ik_layer.load_robot("panda")
     target = robot.fk(robot.random_q(2, generator=gen(13)))
-    bare = ik_layer.load_robot("ur5e")
+    bare = ik_layer.load_robot("ur5e", collision=None)
     with pytest.raises(IKLayerError, match="has no collision spheres"):
         ik_layer.solve(bare, bare.fk(bare.random_q(1, generator=gen(14))), obstacles=[TABLE])
     with pytest.raises(IKLayerError, match="has no collision spheres"):
