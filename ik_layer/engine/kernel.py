@@ -438,16 +438,25 @@ def lm_block_kernel(
                     q_new, ok = candidate(q, e, jac, w, damping, step_pull, within, chain)
                     if ok != 0:
                         e_new, jac_new, cost_new = evaluate(q_new, i, target_rot, target_pos, w, chain)
-                        grad_new, s_new, least_new, _still_new = terms_at(
-                            q_new, jac_new, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene,
-                            self_on, limits,
-                        )  # fmt: skip
                         score = score_of(e_new, w, tol)
+                        # the terms at q_new, where the step may be kept: within tolerance, lower terms; else a
+                        # correction that lowers the pose cost
+                        measure = wp.int32(0)
                         if within != 0:
-                            if score <= f(polish_slack) and s_new < s_now:
-                                kept = 1
+                            if score <= f(polish_slack):
+                                measure = 1
                         elif cost_new < cost:
-                            kept = 1
+                            measure = 1
+                        grad_new = vect()
+                        s_new = f(0.0)
+                        least_new = f(wp.inf)
+                        if measure != 0:
+                            grad_new, s_new, least_new, _still_new = terms_at(
+                                q_new, jac_new, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene,
+                                self_on, limits,
+                            )  # fmt: skip
+                            if within == 0 or s_new < s_now:
+                                kept = 1
                         if kept != 0:
                             little = s_now - s_new <= f(polish_progress) * (f(1.0) + wp.abs(s_now))
                             if within != 0 and score <= f(1.0) and little and scale <= f(1.0):
