@@ -6,6 +6,10 @@ gizmo for the end-effector target and one slider per joint. Dragging the gizmo r
 configuration (FK) and brings the target along. The panel shows whether the target was reached and
 the errors.
 
+With obstacles (``--scene FILE``, or ``obstacles=[...]``) each obstacle has a gizmo of its own: dragging it
+re-solves the target among the moved obstacles, so the arm moves around it; the robot's collision spheres are
+drawn (a checkbox hides them) and the panel gives the least distance.
+
 The robot is drawn from its URDF's visual meshes and primitives when the file has them and they can
 be found (``package://`` URIs are looked up beside the URDF and in ``package_dirs``), otherwise as
 capsules between the joint origins; frame axes mark the joints and the end effector.
@@ -27,7 +31,9 @@ import torch
 from torch import Tensor
 
 from ik_layer.api import solve
+from ik_layer.collision.shapes import Box, Capsule, Obstacle, Sphere, check_obstacles, flattened
 from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import check_collision
 from ik_layer.exceptions import IKLayerError
 from ik_layer.loading import load_robot
 from ik_layer.model.joints import motion_axis
@@ -47,6 +53,8 @@ __all__ = ["Viewer", "Visual", "load_visuals"]
 _LINK_COLOR = (150, 170, 200)
 _JOINT_COLOR = (70, 80, 100)
 _MESH_COLOR = (190, 190, 190)
+_SPHERE_COLOR = (90, 200, 120)
+_OBSTACLE_COLOR = (220, 120, 60)
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,8 @@ class Viewer:
         robot: the robot solved for.
         server: the :class:`viser.ViserServer`.
         gizmo: the target's transform controls.
+        obstacles: the obstacles, one shape each (a batched shape is split), as they are now.
+        obstacle_gizmos: each obstacle's transform controls.
         q: (dof,) the configuration on screen.
         result: the last IK answer (None before the first solve).
         meshes_drawn: number of URDF visuals drawn (0: the links are drawn as capsules).
@@ -198,6 +208,7 @@ class Viewer:
         port: int = 8080,
         package_dirs: Sequence[str | Path] = (),
         verbose: bool = False,
+        obstacles: Sequence[Obstacle] = (),
     ) -> None:
         if isinstance(robot, Robot):
             if robot.ee_frames is not None or robot.floating_base:
@@ -216,6 +227,8 @@ class Viewer:
             if urdf is None and str(robot) not in REGISTRY and Path(robot).is_file():
                 urdf = robot
         self.options = options if options is not None else SolveOptions()
+        self.obstacles = _single_shapes(check_obstacles(list(obstacles)))
+        check_collision(self.robot, self.options, self.obstacles)
         self.result: IKResult | None = None
         self.problems: list[str] = []
         self._lock = threading.RLock()
@@ -238,6 +251,7 @@ class Viewer:
             self.on_gizmo_update()
 
         self.gizmo.on_update(on_drag)
+        self.obstacle_gizmos = [self._draw_obstacle(k, shape) for k, shape in enumerate(self.obstacles)]
         self._build_panel()
         self.set_q(self.q)
         self.aim_camera()
@@ -257,7 +271,7 @@ class Viewer:
         if transform.shape != (4, 4):
             raise IKLayerError(f"target must be one pose (7,) or transform (4, 4), got {tuple(transform.shape)}")
         with self._lock:
-            result = solve(self.robot, transform, self.options, warm_start=self.q)
+            result = solve(self.robot, transform, self.options, warm_start=self.q, obstacles=self.obstacles)
             self.result = result
             self._show(result.q)
             if move_gizmo:
@@ -271,6 +285,18 @@ class Viewer:
             x, y, z = (float(v) for v in self.gizmo.position)
             w, qx, qy, qz = (float(v) for v in self.gizmo.wxyz)
             return self.set_target([x, y, z, qx, qy, qz, w], move_gizmo=False)
+
+    def move_obstacle(self, k: int, pose: Tensor | np.ndarray | Sequence[float]) -> IKResult:
+        """Move obstacle ``k`` to ``pose`` ((7,) ``[x, y, z, qx, qy, qz, qw]`` or (4, 4): its centre's pose, a
+        capsule's midpoint with its axis along z) and re-solve the target among the moved obstacles."""
+        if not 0 <= k < len(self.obstacles):
+            raise IKLayerError(f"obstacle {k} does not exist: the viewer has {len(self.obstacles)}")
+        transform = as_transform(torch.as_tensor(np.asarray(pose, dtype=np.float64)), "pose")
+        with self._lock:
+            self.obstacles[k] = _placed(self.obstacles[k], transform)
+            position, wxyz = _position_wxyz(transform)
+            self.obstacle_gizmos[k].position, self.obstacle_gizmos[k].wxyz = position, wxyz
+            return self.on_gizmo_update()
 
     def set_q(self, q: Tensor | np.ndarray | Sequence[float]) -> Tensor:
         """Show configuration ``q`` (dof,) (clamped into the limits), put the target at its end effector; its pose."""
@@ -325,6 +351,7 @@ class Viewer:
         frame = model.frames[self._ee]
         self._capsule(frame.parentJoint, frame.placement.translation, "to_ee")
         self.meshes_drawn = meshes
+        self.spheres_drawn = self._draw_spheres()
         for handle in self._capsules:
             handle.visible = meshes == 0
 
@@ -360,6 +387,47 @@ class Viewer:
             wxyz=_wxyz(_z_to(axis / np.linalg.norm(axis))),
         )
         self._capsules.append(handle)
+
+    def _draw_spheres(self) -> list[viser.MeshHandle]:
+        """The robot's collision spheres on their links (hidden unless obstacles or self-collision are on)."""
+        spheres = self.robot.collision
+        if spheres is None:
+            return []
+        handles = []
+        shown = bool(self.obstacles) or bool(self.options.self_collision)
+        for k, (link, centre, radius) in enumerate(self.robot.collision_spheres):
+            frame = self._model.frames[self._model.getFrameId(link)]
+            ball = trimesh.creation.icosphere(subdivisions=2, radius=float(radius))
+            handle = self.server.scene.add_mesh_simple(
+                f"/robot/joint_{frame.parentJoint}/sphere_{k}",
+                ball.vertices,
+                ball.faces,
+                color=_SPHERE_COLOR,
+                opacity=0.45,
+                position=frame.placement.act(np.asarray(centre, dtype=np.float64)),
+            )
+            handle.visible = shown
+            handles.append(handle)
+        return handles
+
+    def _draw_obstacle(self, k: int, shape: Obstacle) -> viser.TransformControlsHandle:
+        """Obstacle ``k`` drawn under a gizmo of its own; dragging it moves the obstacle and re-solves."""
+        mesh, transform = _obstacle_mesh(shape)
+        position, wxyz = _position_wxyz(torch.as_tensor(transform))
+        gizmo = self.server.scene.add_transform_controls(
+            f"/obstacles/{k}", scale=4 * self._radius, line_width=2.0, position=position, wxyz=wxyz
+        )
+        self.server.scene.add_mesh_simple(
+            f"/obstacles/{k}/shape", mesh.vertices, mesh.faces, color=_OBSTACLE_COLOR, opacity=0.8
+        )
+
+        def on_drag(_event: object) -> None:
+            x, y, z = (float(v) for v in gizmo.position)
+            w, qx, qy, qz = (float(v) for v in gizmo.wxyz)
+            self.move_obstacle(k, [x, y, z, qx, qy, qz, w])
+
+        gizmo.on_update(on_drag)
+        return gizmo
 
     def _draw_visuals(self, urdf: str | Path, package_dirs: Sequence[str | Path]) -> int:
         """Draw the URDF's visuals on the links of the model with their names; the number drawn."""
@@ -398,6 +466,10 @@ class Viewer:
                 self._sliders.append(slider)
         capsules = gui.add_checkbox("Links as capsules", initial_value=self.meshes_drawn == 0)
         capsules.on_update(lambda _event: self._show_capsules(capsules.value))
+        if self.spheres_drawn:
+            shown = bool(self.obstacles) or bool(self.options.self_collision)
+            spheres = gui.add_checkbox("Collision spheres", initial_value=shown)
+            spheres.on_update(lambda _event: self._show_spheres(spheres.value))
 
         def random_target(_event: object) -> None:
             self.set_target(self.robot.fk(self.robot.random_q()))
@@ -410,6 +482,10 @@ class Viewer:
 
     def _show_capsules(self, visible: bool) -> None:
         for handle in self._capsules:
+            handle.visible = visible
+
+    def _show_spheres(self, visible: bool) -> None:
+        for handle in self.spheres_drawn:
             handle.visible = visible
 
     def _on_slider(self) -> None:
@@ -436,9 +512,7 @@ class Viewer:
             self._syncing = False
 
     def _place_gizmo(self, transform: Tensor) -> None:
-        pose = matrix_to_pose(transform).tolist()
-        self.gizmo.position = tuple(pose[:3])
-        self.gizmo.wxyz = (pose[6], *pose[3:6])
+        self.gizmo.position, self.gizmo.wxyz = _position_wxyz(transform)
 
     def _report(self, result: IKResult) -> None:
         ok = bool(result.success)
@@ -448,6 +522,8 @@ class Viewer:
             f"position error {float(result.position_error):.2e} m, "
             f"orientation error {float(result.orientation_error):.2e} rad"
         )
+        if result.min_distance is not None:
+            self._status.content += f"  \nleast distance {float(result.min_distance):.3f} m (collision spheres)"
 
     def aim_camera(self) -> None:
         """Point the initial camera of new pages (and "Reset view") at the robot as drawn and the target."""
@@ -459,3 +535,46 @@ class Viewer:
         center = (low + high) / 2
         self.server.initial_camera.look_at = tuple(center)
         self.server.initial_camera.position = tuple(center + 1.25 * size * direction)
+
+
+def _single_shapes(obstacles: Sequence[Obstacle]) -> list[Obstacle]:
+    """``obstacles`` with every batched shape split into its shapes (float64, CPU), one gizmo each."""
+    single: list[Obstacle] = []
+    for shape in obstacles:
+        flat = flattened(shape, torch.float64, torch.device("cpu"))
+        fields = vars(flat)
+        for i in range(math.prod(shape.batch)):
+            single.append(type(flat)(**{name: value[i] for name, value in fields.items()}))
+    return single
+
+
+def _obstacle_mesh(shape: Obstacle) -> tuple[trimesh.Trimesh, np.ndarray]:
+    """A mesh of ``shape`` in its own frame, and that frame's (4, 4) placement: a ball at its centre, a box at its
+    pose, a capsule at its midpoint with its axis along z."""
+    placement = np.eye(4)
+    if isinstance(shape, Sphere):
+        placement[:3, 3] = shape.center.numpy()
+        return trimesh.creation.icosphere(subdivisions=2, radius=float(shape.radius)), placement
+    if isinstance(shape, Box):
+        return trimesh.creation.box(extents=shape.size.numpy()), shape.pose.numpy()
+    a, b = shape.a.numpy(), shape.b.numpy()
+    length = float(np.linalg.norm(b - a))
+    placement[:3, :3] = _z_to((b - a) / length) if length > 0 else np.eye(3)
+    placement[:3, 3] = (a + b) / 2
+    return trimesh.creation.capsule(height=length, radius=float(shape.radius), count=[16, 16]), placement
+
+
+def _placed(shape: Obstacle, transform: Tensor) -> Obstacle:
+    """``shape`` moved so that its frame (see :func:`_obstacle_mesh`) is at ``transform`` (4, 4)."""
+    if isinstance(shape, Sphere):
+        return Sphere(transform[:3, 3], shape.radius)
+    if isinstance(shape, Box):
+        return Box(transform, shape.size)
+    half = float((shape.b - shape.a).norm()) / 2 * transform[:3, 2]
+    return Capsule(transform[:3, 3] - half, transform[:3, 3] + half, shape.radius)
+
+
+def _position_wxyz(transform: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """A transform's position and quaternion ``(w, x, y, z)``, as viser takes them."""
+    pose = matrix_to_pose(transform.to(torch.float64)).numpy()
+    return pose[:3], np.concatenate([pose[6:], pose[3:6]])

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import ik_layer
+from ik_layer.collision.cost import CollisionCost
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.testing import free_port
 
@@ -207,3 +208,35 @@ def test_viewer_refuses_robots_it_cannot_drive(tiny_urdf: Path) -> None:
     floating = ik_layer.load_robot(tiny_urdf, "tool", floating_base=True)
     with pytest.raises(ik_layer.IKLayerError, match="has a floating base"):
         Viewer(floating, port=free_port())
+
+
+def test_dragging_an_obstacle_re_solves_around_it() -> None:
+    robot = ik_layer.load_robot("panda")
+    ball = ik_layer.Sphere([0.8, 0.6, 0.9], 0.08)  # out of the way at first
+    box = ik_layer.Box([2.0, 0.0, 0.0, 0, 0, 0, 1], [0.1, 0.2, 0.3])
+    with Viewer(robot, port=free_port(), obstacles=[ball, box]) as shown:
+        assert len(shown.spheres_drawn) == len(robot.collision_spheres) and len(shown.obstacle_gizmos) == 2
+        q0 = robot.random_q(generator=torch.Generator().manual_seed(3))
+        shown.set_q(q0)
+        target = shown.ee_pose()
+        first = drag_gizmo_to(shown, target)
+        assert bool(first.success) and first.min_distance is not None
+        # the ball onto the elbow's spheres: the arm must move away from it and still reach the target
+        elbow = robot.collision.centres(robot, shown.q, jacobian=False)[0][robot.collision.link_index == 4].mean(0)
+        moved = shown.move_obstacle(0, [*elbow.tolist(), 0.0, 0.0, 0.0, 1.0])
+        assert torch.allclose(shown.obstacles[0].center, elbow)
+        cost = CollisionCost.of(robot, shown.obstacles, shown.options)
+        assert cost is not None and moved.min_distance is not None
+        torch.testing.assert_close(moved.min_distance, cost.min_distance(robot, moved.q), atol=1e-12, rtol=0)
+        assert float(cost.min_distance(robot, first.q)) < 0  # where the arm was, it now collides
+        assert bool(moved.success) and float(moved.min_distance) >= 0.0  # moved around it, the target still reached
+        assert torch.equal(shown.q, moved.q)
+        error = pose_error(robot.fk(moved.q), ik_layer.model.lie.pose_to_matrix(target)).abs()
+        assert float(error[:3].max()) < 1e-4 and float(error[3:].max()) < 1e-3
+        with pytest.raises(ik_layer.IKLayerError, match="obstacle 5 does not exist"):
+            shown.move_obstacle(5, [0, 0, 0, 0, 0, 0, 1])
+
+
+def test_obstacles_need_collision_spheres() -> None:
+    with pytest.raises(ik_layer.IKLayerError, match="no collision spheres"):
+        Viewer("planar3", port=free_port(), obstacles=[ik_layer.Sphere([0, 0, 0], 0.1)])

@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--ee-frame", help="end-effector frame (default: the robot's)")
     view.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1)")
     view.add_argument("--port", type=int, default=8080, help="port of the page (default 8080)")
+    view.add_argument("--scene", type=Path, help="obstacles to draw and solve among, each draggable (see solve)")
+    view.add_argument("--self-collision", action="store_true", help="keep the arm clear of itself too")
     view.set_defaults(run=run_view)
     return parser
 
@@ -447,6 +449,8 @@ def run_view(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         package_dirs=args.package_dir,
+        options=SolveOptions(self_collision=int(args.self_collision)),
+        obstacles=() if args.scene is None else load_scene(args.scene),
     )
     for problem in viewer.problems:
         print(f"ik-layer view: not drawn: {problem}", file=sys.stderr)
