@@ -78,6 +78,9 @@ class _Problem:
         self.best_q = target.new_zeros(n, robot.nq)
         self.best_rank = target.new_full((n,), torch.inf)
         self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
+        # (n,) whether a colliding success cannot move in the pose's null space (the collision term alone, and the
+        # weighted residual's rows at least the dof): it restarts at the next check instead of polishing
+        self.rigid = ((self.weights > 0).sum(-1) >= robot.dof) & (not self.terms)
 
     def posture_rows(self, rows: Tensor) -> Tensor | None:
         """The posture (A, 1, nq) of ``rows``, or None."""
@@ -199,11 +202,14 @@ class _Problem:
         self.best_rank[rows] = torch.where(improve, best_rank, self.best_rank[rows])
         if self.pulls:
             at_pose = ~state.polishing & (pose_score <= 1)
-            starts = at_pose & (state.polish_age == -1)  # the seed polishes from the next step
             settled = at_pose & still & (score <= 1)  # a success with nothing to polish
+            first = at_pose & (state.polish_age == -1)
+            hopeless = first & ~settled & self.rigid[rows, None]  # in collision with no null space to move in
+            starts = first & ~hopeless  # the seed polishes from the next step
             solved = self.best_rank[rows] < 1  # the target has a success
             newly_done = open_ & solved & (state.polished | settled).any(dim=1)
-            stuck = state.polished & ~solved[:, None]  # polished to no success (in collision): restarted at the check
+            # polished to no success (in collision), or cannot polish: restarted at the check
+            stuck = (state.polished & ~solved[:, None]) | hopeless
             state = replace(
                 state,
                 polish_age=torch.where(starts, 0, torch.where(stuck, -2, state.polish_age)),

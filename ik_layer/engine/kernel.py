@@ -347,12 +347,20 @@ def lm_block_kernel(
         self_on = wp.int32(0)
         limits = vec2(f(0.0), f(1.0))
         use_pull = use_terms
+        polishes = wp.int32(1)  # 0: a colliding success cannot move in the pose's null space (nor has terms)
         if wp.static(with_collision):
             scene = problem.scene[i]
             self_on = problem.self_collision[i]
             limits = problem.collision[i]
             if self_on != 0 or scene[1] > 0:
                 use_pull = 1
+            if use_terms == 0:
+                rows = wp.int32(0)
+                for k in range(6 * frames):
+                    if w[k] > f(0.0):
+                        rows += 1
+                if rows >= dof:
+                    polishes = 0
         mu = mu_state[i]
         best = best_score[i]
         berr = best_error[i]
@@ -391,9 +399,12 @@ def lm_block_kernel(
             if score <= f(1.0):
                 if use_pull == 0 or settled != 0:
                     st = SOLVED
-                else:  # with secondary or collision terms a success polishes first
+                elif polishes != 0:  # with secondary or collision terms a success polishes first
                     polish = 0
                     scale = f(1.0)
+                else:  # in collision with no null space to move in: restarted at the next check
+                    polish = -2
+                    age = patience
 
         held = wp.int32(0)  # polishing: 1 while held_pull and held_cost are the terms' at q (q unchanged or from them)
         held_pull = vect()
@@ -526,8 +537,12 @@ def lm_block_kernel(
             if score <= f(1.0) and (use_pull == 0 or settled != 0):
                 st = SOLVED
             elif score <= f(1.0) and polish == -1:  # with secondary or collision terms: polish from the next one
-                polish = it
-                scale = f(1.0)
+                if polishes != 0:
+                    polish = it
+                    scale = f(1.0)
+                else:  # in collision with no null space to move in: restarted at the next check
+                    polish = -2
+                    age = patience
             if st == RUNNING and polish < 0 and it % every == 0 and it < limit:  # progress check: restart at random
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
                     q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
