@@ -136,6 +136,9 @@ class RemoteIKResult:
             for a robot with F end-effector frames, as :func:`ik_layer.target_gradient`.
         min_distance: (...) [m] with obstacles or self-collision: the least distance between the robot's collision
             spheres and the obstacles (or each other) at ``q``, +inf where nothing was measured; else None.
+        closest_pair: (..., 2) int64 with ``min_distance``: its pair as :attr:`ik_layer.IKResult.closest_pair`
+            gives it (the robot's sphere; the obstacle, or ``-1 - j`` for the robot's sphere ``j``); -1, -1 where
+            none was measured.
     """
 
     q: Array
@@ -146,6 +149,7 @@ class RemoteIKResult:
     status: np.ndarray
     gradient: Array | None = None
     min_distance: Array | None = None
+    closest_pair: Array | None = None
 
     def result(self) -> IKResult[Tensor | np.ndarray]:
         """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations, min_distance); needs the full
@@ -154,7 +158,13 @@ class RemoteIKResult:
 
         # The fields as they came: tensors for tensor targets, numpy arrays for others or asked with numpy=True.
         return IKResult(
-            self.q, self.success, self.position_error, self.orientation_error, self.iterations, self.min_distance
+            self.q,
+            self.success,
+            self.position_error,
+            self.orientation_error,
+            self.iterations,
+            self.min_distance,
+            self.closest_pair,
         )
 
 
@@ -662,6 +672,8 @@ def _ik_result(
         if any("min_distance" in s for s in solutions):  # left out where infinite (JSON has no infinity)
             least = [s.get("min_distance", math.inf) for s in solutions]
             values["min_distance"] = np.array(least, dtype=np.float64).reshape(batch)
+            pairs = [_closest(s.get("closest")) for s in solutions]
+            values["closest_pair"] = np.array(pairs, dtype=np.int64).reshape(*batch, 2)
         gradients = _gradients(solutions, batch, info) if gradient else None
         status = field("status", np.str_)
     except (KeyError, TypeError, ValueError) as err:
@@ -669,6 +681,14 @@ def _ik_result(
     given = {k: _as_given(v, targets, numpy) for k, v in values.items()}
     gradients_given = None if gradients is None else _as_given(gradients, targets, numpy)
     return RemoteIKResult(**given, status=status, gradient=gradients_given)
+
+
+def _closest(pair: dict[str, Any] | None) -> list[int]:
+    """``[sphere, obstacle or -1 - other sphere]`` of an answer's ``closest`` (``[-1, -1]`` without one)."""
+    if pair is None:
+        return [-1, -1]
+    other = pair.get("obstacle")
+    return [int(pair["sphere"]), int(other) if other is not None else -1 - int(pair["other_sphere"])]
 
 
 def _gradients(solutions: list[dict[str, Any]], batch: tuple[int, ...], info: RobotInfo) -> np.ndarray:

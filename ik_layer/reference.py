@@ -45,8 +45,8 @@ def solve_reference(robot: Robot, problem: Problem, generator: torch.Generator |
     collision = CollisionCost.of(robot, problem.obstacles, problem.options)
     run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision)
     q, ok, pos_err, ori_err, iters = run.run(problem.warm_start)
-    least = None if collision is None else collision.min_distance(robot, q)
-    return IKResult(q, ok, pos_err, ori_err, iters, least).reshaped(problem.batch)
+    least, pair = (None, None) if collision is None else collision.closest(robot, q)
+    return IKResult(q, ok, pos_err, ori_err, iters, least, pair).reshaped(problem.batch)
 
 
 class _Problem:

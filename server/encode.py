@@ -15,22 +15,28 @@ from torch import Tensor
 from ik_layer import Robot
 from ik_layer.server.decode import frames_of
 from ik_layer.server.predict import Prediction
-from ik_layer.server.schemas import IKResponse, IKSolution, Pose, RobotInfo
+from ik_layer.server.schemas import ClosestPair, IKResponse, IKSolution, Pose, RobotInfo
 
 __all__ = ["ik_response", "poses", "robot_info", "solutions"]
 
 
-def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> list[IKSolution]:
+def solutions(
+    prediction: Prediction, frames: Sequence[str] | None = None, sphere_links: Sequence[str] = ()
+) -> list[IKSolution]:
     """One solution per row of ``prediction``, with its gradient if the request asked for it.
 
     Args:
         prediction: the rows' answers; its gradient (n, dof, 6), or (n, dof, F, 6) with ``frames``.
         frames: the F frames keying each gradient (``{frame: dof x 6}``), or None for one frame (dof x 6).
+        sphere_links: the link of each of the robot's collision spheres (naming the closest pairs).
     """
     result = prediction.result
     q, success = result.q.tolist(), result.success.tolist()
     pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
     least = [None] * len(q) if result.min_distance is None else [_finite(d) for d in result.min_distance.tolist()]
+    closest: list[ClosestPair | None] = [None] * len(q)
+    if result.closest_pair is not None:
+        closest = [_pair(pair, sphere_links) for pair in result.closest_pair.tolist()]
     gradients: list = [None] * len(q)
     if prediction.gradient is not None:
         gradients = _gradients(prediction.gradient, frames)
@@ -43,16 +49,19 @@ def solutions(prediction: Prediction, frames: Sequence[str] | None = None) -> li
             iterations=iters[i],
             status=prediction.status[i],
             min_distance=least[i],
+            closest=closest[i] if least[i] is not None else None,
             gradient=gradients[i],
         )
         for i in range(len(q))
     ]
 
 
-def ik_response(robot: str, prediction: Prediction, frames: Sequence[str] | None = None) -> bytes:
+def ik_response(
+    robot: str, prediction: Prediction, frames: Sequence[str] | None = None, sphere_links: Sequence[str] = ()
+) -> bytes:
     """The JSON body answering an IK request of ``robot`` (``gradient`` left out unless asked; keyed by
-    ``frames`` for a robot with several)."""
-    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction, frames))
+    ``frames`` for a robot with several; closest pairs named by ``sphere_links``)."""
+    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction, frames, sphere_links))
     return response.model_dump_json(exclude_none=True).encode()
 
 
@@ -78,6 +87,19 @@ def robot_info(robot: Robot) -> RobotInfo:
         floating_base=robot.floating_base,
         locked=_locked(robot),
         collision_spheres=0 if robot.collision is None else len(robot.collision.radii),
+    )
+
+
+def _pair(pair: list[int], sphere_links: Sequence[str]) -> ClosestPair | None:
+    """The :class:`ClosestPair` of ``[sphere, obstacle or -1 - other sphere]`` (None: no pair)."""
+    sphere, other = pair
+    if sphere < 0:
+        return None
+    if other >= 0:
+        return ClosestPair.model_construct(link=sphere_links[sphere], sphere=sphere, obstacle=other)
+    other = -1 - other
+    return ClosestPair.model_construct(
+        link=sphere_links[sphere], sphere=sphere, other_link=sphere_links[other], other_sphere=other
     )
 
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_RESPONSES",
+    "ClosestPair",
     "ErrorResponse",
     "FKRequest",
     "FKResponse",
@@ -367,6 +368,19 @@ class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture
 Gradient = Annotated[list[list[float]], Field(description="dof rows of 6: d q_tangent / d[dp; dw]")]
 
 
+class ClosestPair(BaseModel):
+    """The pair at a solution's least distance: one of the robot's collision spheres and an obstacle, or two of
+    its spheres (self-collision)."""
+
+    link: str = Field(description="the link holding the robot's sphere")
+    sphere: int = Field(description="the sphere's index in the robot's collision model")
+    obstacle: int | None = Field(
+        None, description="the obstacle's index: the scene's obstacles first, then the request's"
+    )
+    other_link: str | None = Field(None, description="self-collision: the link holding the other sphere")
+    other_sphere: int | None = Field(None, description="self-collision: the other sphere's index")
+
+
 class IKSolution(BaseModel):
     """The solution of one target."""
 
@@ -387,6 +401,7 @@ class IKSolution(BaseModel):
         "spheres and the obstacles (or each other) at q; negative: they overlap; a success is at least "
         "collision_margin clear",
     )
+    closest: ClosestPair | None = Field(None, description="with min_distance: the pair at that distance")
     gradient: Gradient | dict[str, Gradient] | None = Field(
         None,
         description="only if asked (return_gradient): dq/d(target twist [dp; dw]) as dof rows of 6 numbers "

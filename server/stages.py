@@ -34,6 +34,7 @@ class IKStages:
     def __init__(self, robot: Robot) -> None:
         self.robot = robot
         self._seeds = itertools.count(1)  # one random stream per part
+        self._sphere_links = [link for link, _centre, _radius in robot.collision_spheres]
 
     def decode(self, jobs: Sequence[IKJob]) -> list[Problem | IKLayerError]:
         """The checked problem of each job, or the error that refuses it.
@@ -62,7 +63,7 @@ class IKStages:
 
     def encode(self, prediction: Prediction) -> bytes:
         """The JSON body answering a request with ``prediction``."""
-        return encode.ik_response(self.robot.name, prediction, frame_keys(self.robot))
+        return encode.ik_response(self.robot.name, prediction, frame_keys(self.robot), self._sphere_links)
 
     def _decode_alone(self, job: IKJob) -> Problem | IKLayerError:
         try:

@@ -63,7 +63,8 @@ def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
         grad[i] = g
         cost[i] = c
         least[i] = d
-        exact[i] = clearance(q[i], links_chain, spheres, obstacles, scene, self_on)
+        at_least, _pair = clearance(q[i], links_chain, spheres, obstacles, scene, self_on)
+        exact[i] = at_least
 
     return term
 
@@ -129,6 +130,8 @@ def test_both_stores_give_identical_answers_with_collision() -> None:
     assert torch.equal(host.iterations, tensor.iterations)
     assert host.min_distance is not None and tensor.min_distance is not None
     assert torch.equal(host.min_distance, tensor.min_distance)
+    assert host.closest_pair is not None and tensor.closest_pair is not None
+    assert torch.equal(host.closest_pair, tensor.closest_pair)
     assert float(host.success.float().mean()) >= 0.75  # some targets collide in their only reachable answers
 
 
@@ -197,3 +200,29 @@ def test_the_spine_is_found_on_serial_arms_only() -> None:
     solo = ik_layer.load_robot(ERD / "solo_description/robots/solo12.urdf", ee_frames=feet, floating_base=True)
     legs = spine_tensors(solo.chains_to(feet))  # two moving branches: neither chain holds the other
     assert int(legs["spine"]) == -1
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["engine", "reference"])
+def test_the_closest_pair_is_the_one_at_the_least_distance(reference: bool) -> None:
+    """Both paths name the pair at ``min_distance``: its own distance, measured alone, is the least."""
+    robot = ik_layer.load_robot("panda")
+    spheres = robot.collision
+    assert spheres is not None
+    balls = Sphere(torch.tensor([[0.3, 0.3, 0.5], [0.4, -0.3, 0.4]], dtype=F64), torch.tensor([0.1, 0.08], dtype=F64))
+    obstacles = [SCENE[0], balls]  # flattened: the table, then the two balls
+    target = robot.fk(robot.random_q(64, generator=gen(21)))
+    result = ik_layer.solve(robot, target, obstacles=obstacles, self_collision=1, reference=reference)
+    assert result.min_distance is not None and result.closest_pair is not None
+    centres = spheres.centres(robot, result.q, jacobian=False)[0]
+    flat = [SCENE[0], Sphere(balls.center[0], balls.radius[0]), Sphere(balls.center[1], balls.radius[1])]
+    kinds = set()
+    for row, (k, other) in enumerate(result.closest_pair.tolist()):
+        at = centres[row, k]
+        if other >= 0:
+            d = flat[other].signed_distance(at) - spheres.radii[k]
+        else:
+            d = (at - centres[row, -1 - other]).norm() - spheres.radii[k] - spheres.radii[-1 - other]
+            assert sorted((k, -1 - other)) in spheres.pairs.tolist()
+        kinds.add(other >= 0)
+        torch.testing.assert_close(d, result.min_distance[row], atol=1e-12, rtol=0)
+    assert kinds == {True, False}  # both kinds of pairs met

@@ -103,6 +103,12 @@ async def test_answers_keep_clear_of_the_obstacles_and_report_their_least_distan
     q = [a["q"] for a in answers]
     reference = least_distance(panda, q, LIBRARY_SCENE)
     torch.testing.assert_close(reported(answers), reference, atol=1e-12, rtol=0)
+    cost = CollisionCost.of(panda, LIBRARY_SCENE, ik_layer.SolveOptions.build(self_collision=0))
+    assert cost is not None
+    _least, pairs = cost.closest(panda, torch.tensor(q, dtype=panda.dtype))
+    for answer, (sphere, obstacle) in zip(answers, pairs.tolist(), strict=True):
+        link = panda.collision_spheres[sphere][0]
+        assert answer["closest"] == {"link": link, "sphere": sphere, "obstacle": obstacle}
     success = torch.tensor([a["success"] for a in answers])
     assert success.float().mean() >= 0.9
     assert bool((reference[success] >= MARGIN).all())
@@ -136,6 +142,10 @@ async def test_self_collision_alone_reports_min_distance_and_plain_requests_do_n
     assert cost is not None
     reference = cost.min_distance(panda, torch.tensor([a["q"] for a in checked], dtype=panda.dtype))
     torch.testing.assert_close(reported(checked), reference, atol=1e-12, rtol=0)
+    _least, pairs = cost.closest(panda, torch.tensor([a["q"] for a in checked], dtype=panda.dtype))
+    for answer, (sphere, other) in zip(checked, pairs.tolist(), strict=True):
+        names = {"link": panda.collision_spheres[sphere][0], "other_link": panda.collision_spheres[-1 - other][0]}
+        assert answer["closest"] == {**names, "sphere": sphere, "other_sphere": -1 - other}
 
 
 async def test_box_poses_take_every_pose_form(client: httpx.AsyncClient, panda: ik_layer.Robot) -> None:
@@ -276,6 +286,10 @@ async def test_the_client_sends_obstacles_and_scenes_and_reads_min_distance(
         reference = least_distance(panda, result.q.reshape(-1, 7).tolist(), LIBRARY_SCENE)
         torch.testing.assert_close(result.min_distance.reshape(-1), reference, atol=1e-12, rtol=0)
         assert result.result().min_distance is result.min_distance
+        _least, pairs = CollisionCost.of(panda, LIBRARY_SCENE, ik_layer.SolveOptions.build()).closest(  # type: ignore[union-attr]
+            panda, result.q.reshape(-1, 7)
+        )
+        assert torch.equal(torch.as_tensor(result.closest_pair).reshape(-1, 2), pairs)
         plain = await remote.solve("panda", targets)
         assert plain.min_distance is None
         assert await remote.delete_scene("panda", "table") == 1

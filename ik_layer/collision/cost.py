@@ -66,7 +66,32 @@ class CollisionCost:
 
     def min_distance(self, robot: Robot, q: Tensor) -> Tensor:
         """The least distance (...) over the pairs at ``q`` (..., nq); +inf without pairs."""
-        return _least(self.distances(self.spheres.centres(robot, q, jacobian=False)[0]))
+        return self.closest(robot, q)[0]
+
+    def closest(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor]:
+        """The least distance (...) over the pairs at ``q`` (..., nq) (+inf without pairs) and its pair (..., 2)
+        int64, as :attr:`ik_layer.IKResult.closest_pair` gives it: the robot's sphere, then an obstacle's index
+        in the flattened obstacles (``>= 0``) or ``-1 - j`` for the robot's sphere ``j`` (self-collision); -1, -1
+        without pairs."""
+        d = self.distances(self.spheres.centres(robot, q, jacobian=False)[0])
+        pair = torch.full((*d.shape[:-1], 2), -1, dtype=torch.long, device=d.device)
+        if not d.shape[-1]:
+            return _least(d), pair
+        least, index = d.min(-1)
+        spheres, start, obstacle = self.spheres.radii.shape[0], 0, 0
+        for shape in self.obstacles:  # each: (S, m) distances, sphere-major
+            m = shape.batch[0]
+            at = (index >= start) & (index < start + spheres * m)
+            local = index - start
+            pair[..., 0] = torch.where(at, local // m, pair[..., 0])
+            pair[..., 1] = torch.where(at, obstacle + local % m, pair[..., 1])
+            start, obstacle = start + spheres * m, obstacle + m
+        if self.self_collision:
+            at = index >= start
+            ends = self.spheres.pairs[(index - start).clamp(0, max(self.spheres.pairs.shape[0] - 1, 0))]
+            pair[..., 0] = torch.where(at, ends[..., 0], pair[..., 0])
+            pair[..., 1] = torch.where(at, -1 - ends[..., 1], pair[..., 1])
+        return least, pair
 
     def cost_and_gradient(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The cost (...), its gradient (..., dof) w.r.t. the tangent at ``q`` (..., nq), and the least distance

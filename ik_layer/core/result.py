@@ -35,6 +35,10 @@ class IKResult(Generic[ArrayT]):
         min_distance: (...) [m] with obstacles or self-collision: the least signed distance between the robot's
             collision spheres and the obstacles (or each other) at ``q`` (negative: they overlap; a success is at
             least ``collision_margin``); None without.
+        closest_pair: (..., 2) int64 with ``min_distance``: its pair, the robot's collision sphere (an index into
+            ``robot.collision_spheres``) and the obstacle (an index into the obstacles, a batched shape counting
+            each of its batch in order) or, negative, ``-1 - j`` for the robot's sphere ``j`` (self-collision);
+            None without.
     """
 
     q: ArrayT
@@ -43,6 +47,7 @@ class IKResult(Generic[ArrayT]):
     orientation_error: ArrayT
     iterations: ArrayT
     min_distance: ArrayT | None = None
+    closest_pair: ArrayT | None = None
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
@@ -53,6 +58,7 @@ class IKResult(Generic[ArrayT]):
             orientation_error=self.orientation_error.reshape(batch),
             iterations=self.iterations.reshape(batch),
             min_distance=None if self.min_distance is None else self.min_distance.reshape(batch),
+            closest_pair=None if self.closest_pair is None else self.closest_pair.reshape(*batch, 2),
         )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "SphereLayout",
     "collision_functions",
     "collision_structs",
+    "sphere_order",
     "sphere_tensors",
     "spine_tensors",
 ]
@@ -83,7 +84,7 @@ def sphere_tensors(model: RobotSpheres) -> dict[str, torch.Tensor]:
     their centres' mean), and the link pairs checked for self-collision (the model checks every sphere pair of
     such a link pair)."""
     index = model.link_index
-    order = torch.sort(index, stable=True).indices
+    order = sphere_order(model)
     per_link = torch.bincount(index, minlength=len(model.links))
     first = torch.cat((per_link.new_zeros(1), per_link.cumsum(0)))
     centers, radii = model.centers[order], model.radii[order]
@@ -101,6 +102,11 @@ def sphere_tensors(model: RobotSpheres) -> dict[str, torch.Tensor]:
         "radius": radii.contiguous(),
         "link_pairs": torch.unique(index[model.pairs].sort(dim=1).values, dim=0).to(torch.int32).contiguous(),
     }
+
+
+def sphere_order(model: RobotSpheres) -> torch.Tensor:
+    """The kernel's order of a collision model's spheres, link by link: the model's index of each."""
+    return torch.sort(model.link_index, stable=True).indices
 
 
 def spine_tensors(chains: ChainDescription) -> dict[str, torch.Tensor]:
@@ -140,7 +146,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
     """``collide`` for a robot of ``layout`` with the collision spheres of ``spheres_layout``, in ``dtype`` floats:
     ``collide(q, links_chain, spheres, obstacles, scene, self_on, margin, activation)`` gives the term's gradient
     (dof) w.r.t. the tangent at ``q``, its cost and the least distance where it is below ``margin + activation``;
-    ``clearance(q, links_chain, spheres, obstacles, scene, self_on)`` the least distance, exactly."""
+    ``clearance(q, links_chain, spheres, obstacles, scene, self_on)`` the least distance, exactly, and its pair."""
     t = kernel_types(layout, dtype)
     f, vec3, mat33, vecq, vect = t.f, t.vec3, t.mat33, t.vecq, t.vect
     bv = t.bv
@@ -264,10 +270,12 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
     def clearance(
         q: vecq, links_chain: Chain, spheres: Spheres, obstacles: Obstacles, scene: wp.vec2i, self_on: wp.int32
     ):
-        """The least distance at ``q`` over every pair (+inf without pairs), exactly: a link's spheres are skipped
-        where its ball cannot beat the least so far."""
+        """The least distance at ``q`` over every pair (+inf without pairs), exactly, and its pair: a sphere (in
+        this order) and the obstacle's row in the scene, or ``-1 - j`` for sphere ``j`` (-1, -1 without pairs). A
+        link's spheres are skipped where its ball cannot beat the least so far."""
         centres, bounds, base_rot, base_pos = place(q, links_chain, spheres)
         least = f(wp.inf)
+        pair = wp.vec2i(-1, -1)
         for link in range(count):
             bound = vec3(bounds[link, 0], bounds[link, 1], bounds[link, 2])
             for o in range(scene[0], scene[0] + scene[1]):
@@ -276,7 +284,9 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                     for s in range(spheres.first[link], spheres.first[link + 1]):
                         world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
                         d, _direction = obstacle_distance(world, obstacles, o)
-                        least = wp.min(least, d - spheres.radius[s])
+                        if d - spheres.radius[s] < least:
+                            least = d - spheres.radius[s]
+                            pair = wp.vec2i(s, o - scene[0])
         if self_on != 0:
             for p in range(spheres.link_pairs.shape[0]):
                 one = spheres.link_pairs[p][0]
@@ -288,8 +298,10 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                             for k in range(3):
                                 gap[k] = centres[first, k] - centres[second, k]
                             d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
-                            least = wp.min(least, d)
-        return least
+                            if d < least:
+                                least = d
+                                pair = wp.vec2i(first, -1 - second)
+        return least, pair
 
     @wp.func
     def collide(

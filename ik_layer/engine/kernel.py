@@ -137,6 +137,7 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         polish_from: wp.array(dtype=wp.int32)
         polish_scale: wp.array(dtype=f)
         best_least: wp.array(dtype=f)
+        best_pair: wp.array(dtype=wp.vec2i)
 
     return SlotProblem, SlotState
 
@@ -553,10 +554,11 @@ def lm_block_kernel(
                 last = cost
         if st == RUNNING and it >= limit:  # out of budget: solved if a success was recorded (polishing)
             st = SOLVED if best < f(1.0) else EXHAUSTED
-        least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured)
+        least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured), and its pair
+        pair = wp.vec2i(-1, -1)
         if wp.static(with_collision):  # noqa: SIM102
             if st != RUNNING and (self_on != 0 or scene[1] > 0):
-                least = clearance(bq_best, links_chain, spheres, obstacles, scene, self_on)
+                least, pair = clearance(bq_best, links_chain, spheres, obstacles, scene, self_on)
 
         for a in range(nq):
             q_state[i, a] = q[a]
@@ -565,6 +567,7 @@ def lm_block_kernel(
         best_score[i] = best
         best_error[i] = berr
         slot.best_least[i] = least
+        slot.best_pair[i] = pair
         iterations[i] = it
         age_state[i] = age
         check_cost[i] = last

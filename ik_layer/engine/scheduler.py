@@ -108,9 +108,11 @@ class Request:
             first = initial.expand(n, -1)
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
-        self.least = None  # with a collision term: the least distance at q [m] (NaN until measured)
+        self.least = None  # with a collision term: the least distance at q [m] (NaN until measured) and its pair
+        self.pair = None  # (the kernel's, in its sphere order, until finish)
         if self.collision is not None:
             self.least = torch.full((n,), torch.nan, dtype=first.dtype, device=first.device)
+            self.pair = torch.full((n, 2), -1, dtype=torch.int32, device=first.device)
         self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)
 
     @property
@@ -152,10 +154,13 @@ class Request:
             orientation_error=tensor(a.error[:, 1].reshape(shape)),
             iterations=tensor(self.used.reshape(shape)),
             min_distance=None if a.least is None else tensor(a.least.reshape(shape)),
+            closest_pair=None if self.pair is None else self.pair.reshape(*shape, 2).to(torch.long),
         )
 
-    def finish(self, robot: Robot) -> None:
-        """Set :attr:`done`; targets with no recorded seed (cancelled in the queue) get their errors measured here."""
+    def finish(self, robot: Robot, sphere_order: Tensor) -> None:
+        """Set :attr:`done`; targets with no recorded seed (cancelled in the queue) get their errors measured here,
+        and with collision, those the kernel did not measure their least distance; the kernel's pairs are told in
+        the collision model's sphere indices (``sphere_order``: the model's index of each of the kernel's)."""
         measured = self.best_score < np.inf
         if not measured.all():
             rows = torch.from_numpy(np.flatnonzero(~measured)).to(self.q.device)
@@ -163,10 +168,16 @@ class Request:
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
             error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
             self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
-        if self.collision is not None and self.least is not None:  # measured here where the kernel did not
-            missing = torch.isnan(self.least)
-            if bool(missing.any()):
-                self.least[missing] = self.collision.min_distance(robot, self.q[missing])
+        if self.collision is not None and self.least is not None and self.pair is not None:
+            seen = ~torch.isnan(self.least)
+            kernel = self.pair[seen].long().cpu()
+            order = sphere_order.to(kernel.device)
+            other = torch.where(kernel[:, 1] < 0, -1 - order[(-1 - kernel[:, 1]).clamp_min(0)], kernel[:, 1])
+            self.pair[seen] = torch.stack((order[kernel[:, 0].clamp_min(0)], other), -1).to(self.pair)
+            if not bool(seen.all()):  # seen here where the kernel did not
+                least, pair = self.collision.closest(robot, self.q[~seen])
+                self.least[~seen] = least
+                self.pair[~seen] = pair.to(self.pair)
         self.done.set()
 
 
@@ -260,7 +271,7 @@ class Engine:
             start = start[:, None]
         request = Request(target, start, weights, posture, options, seed, deadline, initial, collision)
         store = self.slots
-        for name in ("target", "start", "weights", "posture", "q", "error", "least"):
+        for name in ("target", "start", "weights", "posture", "q", "error", "least", "pair"):
             tensor = getattr(request, name)
             setattr(request.arrays, name, None if tensor is None else store.array(tensor))
         request.arrays.tensor = store.tensor
@@ -268,7 +279,7 @@ class Engine:
             arrays = request.arrays
             request.unreachable = self._reach.beyond(arrays.target, arrays.weights, options.position_tolerance)
         if n == 0:
-            request.finish(self.robot)
+            request.finish(self.robot, self.slots.sphere_order)
             return request
         with self._lock:
             self._waiting.append(request)
@@ -546,7 +557,8 @@ class Engine:
     def _take_best(self, request: Request, rows: np.ndarray, slots: np.ndarray) -> None:
         """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``."""
         if len(rows):
-            self.slots.take_best(request.arrays.q, request.arrays.error, rows, slots, request.arrays.least)
+            arrays = request.arrays
+            self.slots.take_best(arrays.q, arrays.error, rows, slots, arrays.least, arrays.pair)
 
     def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
         """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is
@@ -562,7 +574,7 @@ class Engine:
             self._active.pop(request.id, None)
             if request.scene is not None:
                 self.slots.obstacles.release(request.scene)
-            request.finish(self.robot)
+            request.finish(self.robot, self.slots.sphere_order)
 
     def _free_slots(self, request: Request, slots: np.ndarray) -> None:
         """Give ``slots`` back; the slots' status is set EMPTY for all freed slots at the end of the step."""

@@ -25,7 +25,13 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.collision_step import SphereLayout, collision_structs, sphere_tensors, spine_tensors
+from ik_layer.engine.collision_step import (
+    SphereLayout,
+    collision_structs,
+    sphere_order,
+    sphere_tensors,
+    spine_tensors,
+)
 from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.robot import Robot
@@ -87,10 +93,13 @@ class Slots(ABC, Generic[StoreArray]):
         polish_from: int32 iteration of the slot's first success with secondary terms (it then polishes), else -1
             (-2: it polished to no success and waits for its restart); polish_scale: the polish's step, a fraction of
             the terms' pull.
-        best_least: the least collision distance at ``best_q`` where the kernel measured it (NaN elsewhere).
+        best_least: the least collision distance at ``best_q`` where the kernel measured it (NaN elsewhere);
+        best_pair (2,): int32, its pair (:func:`~ik_layer.engine.collision_step.collision_functions`'s
+            ``clearance``: spheres in :attr:`sphere_order`).
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
         sphere_layout: what the kernel compiles in of the robot's collision spheres (None: no spheres);
+        sphere_order: (S,) int64 on the CPU, the collision model's index of each sphere in the kernel's order;
             link_chain, spheres: the chains of the links carrying them and the spheres as the kernel reads them
             (:func:`~ik_layer.engine.collision_step.collision_structs`).
         obstacles: the table of the obstacles of the scenes in flight (a row without collision spheres).
@@ -143,6 +152,7 @@ class Slots(ABC, Generic[StoreArray]):
         self.polish_from = torch.full((n,), -1, **count)
         self.polish_scale = torch.ones(n, **real)
         self.best_least = torch.full((n,), torch.nan, **real)
+        self.best_pair = torch.full((n, 2), -1, **count)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
         self._bind_collision(robot)
@@ -200,8 +210,10 @@ class Slots(ABC, Generic[StoreArray]):
             "spine": torch.full((1,), -1, dtype=torch.int32, device=self.device),
             "ends": torch.zeros(1, dtype=torch.int32, device=self.device),
         }
+        self.sphere_order = torch.zeros(0, dtype=torch.long)  # (on the CPU) the model's index of each sphere
         if model is not None and self._link_chains is not None:
             self._sphere_tensors = {**sphere_tensors(model), **spine_tensors(self._link_chains)}
+            self.sphere_order = sphere_order(model).cpu()
         self.spheres = bind_struct(collision_structs(self.dtype)[0], self._sphere_tensors)
 
     def _bind(self, struct_type: Struct) -> object:
@@ -301,15 +313,22 @@ class Slots(ABC, Generic[StoreArray]):
         self.fields["status"][self.index(index)] = EMPTY
 
     def take_best(
-        self, q: StoreArray, error: StoreArray, rows: np.ndarray, slots: np.ndarray, least: StoreArray | None = None
+        self,
+        q: StoreArray,
+        error: StoreArray,
+        rows: np.ndarray,
+        slots: np.ndarray,
+        least: StoreArray | None = None,
+        pair: StoreArray | None = None,
     ) -> None:
-        """``q[rows]``, ``error[rows]`` and, if given, ``least[rows]`` (a request's arrays) from the best
-        configurations, errors and least collision distances of ``slots``."""
+        """``q[rows]``, ``error[rows]`` and, if given, ``least[rows]`` and ``pair[rows]`` (a request's arrays) from
+        the best configurations, errors, least collision distances and their pairs of ``slots``."""
         at, of = self.index(compact_index(rows)), self.index(compact_index(slots))
         q[at] = self.fields["best_q"][of]
         error[at] = self.fields["best_error"][of]
-        if least is not None:
+        if least is not None and pair is not None:
             least[at] = self.fields["best_least"][of]
+            pair[at] = self.fields["best_pair"][of]
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
