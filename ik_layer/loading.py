@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ik_layer.collision.fitting import urdf_spheres
+from ik_layer.collision.fitting import mesh_spheres, urdf_spheres
 from ik_layer.collision.model import RobotSpheres
 from ik_layer.collision.spheres import load_disabled_pairs, load_spheres, spheres_from_mapping
 from ik_layer.exceptions import IKLayerError, UnsupportedModelError
@@ -61,7 +61,9 @@ def load_robot(
         collision: the collision spheres (``robot.collision_spheres``): a sphere file (YAML or JSON, cuRobo's
             shape, see :mod:`ik_layer.collision.spheres`) or its mapping; ``"auto"``: the built-in robot's own, else
             spheres covering the URDF's collision primitives (:mod:`ik_layer.collision.fitting`), else none (no
-            collision geometry, meshes, or MJCF); None: none.
+            collision geometry, meshes, or MJCF); ``"fit"``: as ``"auto"``, the URDF file's collision meshes
+            covered too (each mesh's convex hull, :func:`~ik_layer.collision.fitting.mesh_spheres`: about 0.05 s a
+            mesh); None: none.
         srdf: an SRDF file whose ``disable_collisions`` pairs are never checked for self-collision.
 
     Raises:
@@ -103,14 +105,16 @@ def _collision_model(
         return None
     if isinstance(collision, Mapping):
         spheres = spheres_from_mapping(collision, links)
-    elif collision == "auto":
+    elif collision in ("auto", "fit"):
         if source.spheres is not None:
             spheres = load_spheres(source.spheres, links)
         elif source.urdf is not None:
-            fitted = _fitted(source.urdf, links, robot.name)
+            fitted = _fitted(source, links, robot.name) if collision == "auto" else _fitted_meshes(source, links)
             if not fitted:
                 return None
-            spheres = spheres_from_mapping(fitted, links, f"{robot.name}'s collision primitives")
+            spheres = spheres_from_mapping(fitted, links, f"{robot.name}'s collision geometry")
+        elif collision == "fit":
+            raise IKLayerError("collision='fit' covers a URDF's collision geometry; this model is not a URDF")
         else:
             return None
     elif isinstance(collision, (str, os.PathLike)):
@@ -123,10 +127,30 @@ def _collision_model(
     return RobotSpheres(robot, spheres, ignore)
 
 
-def _fitted(urdf: str, links: Sequence[str], name: str) -> dict[str, list[dict[str, object]]]:
+def _fitted(source: ModelSource, links: Sequence[str], name: str) -> dict[str, list[dict[str, object]]]:
     """Spheres covering the URDF's collision primitives; none (logged) where it has meshes."""
+    assert source.urdf is not None  # a URDF's
     try:
-        return urdf_spheres(urdf, links)
+        return urdf_spheres(source.urdf, links)
     except UnsupportedModelError as err:
-        _log.info("%s: no collision spheres (%s)", name, err)
+        _log.info("%s: no collision spheres (%s; collision='fit' covers meshes too)", name, err)
         return {}
+
+
+def _fitted_meshes(source: ModelSource, links: Sequence[str]) -> dict[str, list[dict[str, object]]]:
+    """Spheres covering the URDF's collision primitives and meshes, per link.
+
+    Raises:
+        IKLayerError: the URDF has meshes but was given as text (its meshes' paths need its file), or no collision
+            geometry at all; UnsupportedModelError: a mesh cannot be read.
+    """
+    assert source.urdf is not None  # a URDF's
+    fitted = urdf_spheres(source.urdf, links, meshes=True)
+    if "<mesh" in source.urdf:
+        if source.path is None:
+            raise IKLayerError("collision='fit': the URDF's meshes are found from its file; load it by its path")
+        for link, spheres in mesh_spheres(source.path, source.model, links).items():
+            fitted.setdefault(link, []).extend(spheres)
+    if not fitted:
+        raise IKLayerError("collision='fit': the URDF has no collision geometry on the robot's links")
+    return fitted

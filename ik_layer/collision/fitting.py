@@ -16,12 +16,22 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Collection
+from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 
 from ik_layer.exceptions import IKLayerError, UnsupportedModelError
 
-__all__ = ["MAX_CELLS", "box_spheres", "cylinder_spheres", "hull_reach", "hull_spheres", "urdf_spheres"]
+__all__ = [
+    "MAX_CELLS",
+    "box_spheres",
+    "cylinder_spheres",
+    "hull_reach",
+    "hull_spheres",
+    "mesh_spheres",
+    "urdf_spheres",
+]
 
 MAX_CELLS = 64
 """The most spheres one box or cylinder is cut into (longer ones get longer cells, still covered)."""
@@ -172,13 +182,14 @@ def _enclosing_centre(points: np.ndarray) -> np.ndarray:
     return centre if better else start
 
 
-def urdf_spheres(urdf: str, links: Collection[str]) -> dict[str, list[dict[str, object]]]:
+def urdf_spheres(urdf: str, links: Collection[str], meshes: bool = False) -> dict[str, list[dict[str, object]]]:
     """Spheres covering the collision primitives of the URDF text ``urdf``, per link (the shape of a sphere file:
-    ``{link: [{center, radius}]}``, centres in the link frames), for the ``links`` of the model.
+    ``{link: [{center, radius}]}``, centres in the link frames), for the ``links`` of the model; ``meshes``: its
+    meshes are left out (:func:`mesh_spheres` covers them).
 
     Raises:
-        UnsupportedModelError: a link of the model has mesh collision geometry (not fitted: give a sphere file), or
-            the URDF is not readable XML.
+        UnsupportedModelError: a link of the model has mesh collision geometry (and ``meshes`` is False), or the
+            URDF is not readable XML.
     """
     try:
         root = ET.fromstring(urdf)
@@ -191,9 +202,41 @@ def urdf_spheres(urdf: str, links: Collection[str]) -> dict[str, list[dict[str, 
             continue
         for k, collision in enumerate(link.findall("collision")):
             where = f"{name}: collision {k}"
+            if meshes and collision.find("geometry/mesh") is not None:
+                continue
             rot, pos = _origin(collision.find("origin"), where)
             for centre, radius in _primitive(collision.find("geometry"), where):
                 spheres.setdefault(name, []).append({"center": (rot @ centre + pos).tolist(), "radius": radius})
+    return spheres
+
+
+def mesh_spheres(urdf_path: Path, model: pin.Model, links: Collection[str]) -> dict[str, list[dict[str, object]]]:
+    """Spheres covering the convex hull of every collision mesh of the URDF file ``urdf_path`` on the ``links``
+    of ``model`` (its kinematics), per link, centres in the link frames: :func:`hull_spheres` of each mesh, 2 to
+    8 spheres as elongated as it is. Meshes are read by Pinocchio (``package://`` looked up in the folders above
+    the file); about 0.05 s each.
+
+    Raises:
+        UnsupportedModelError: Pinocchio cannot read the URDF's collision geometry (a mesh not found...).
+    """
+    folders = [str(folder) for folder in urdf_path.parents]
+    try:
+        geometry = pin.buildGeomFromUrdf(model, str(urdf_path), pin.COLLISION, package_dirs=folders)
+    except (ValueError, RuntimeError) as err:
+        raise UnsupportedModelError(f"cannot read the collision meshes of {urdf_path}: {err}") from err
+    spheres: dict[str, list[dict[str, object]]] = {}
+    for item in geometry.geometryObjects:
+        link = model.frames[item.parentFrame]
+        if link.name not in links or not hasattr(item.geometry, "vertices"):
+            continue
+        local = link.placement.inverse() * item.placement  # the mesh in its link's frame
+        points = np.asarray(item.geometry.vertices()) * np.asarray(item.meshScale)
+        points = points @ local.rotation.T + local.translation
+        spread = np.sort(np.ptp(points - points.mean(axis=0), axis=0))
+        count = min(8, max(2, math.ceil(2 * spread[2] / max(spread[1], 1e-9))))
+        spheres.setdefault(link.name, []).extend(
+            {"center": centre, "radius": radius} for centre, radius in hull_spheres(points, count)
+        )
     return spheres
 
 

@@ -45,6 +45,7 @@ class ModelSource:
         mimic_joints: the URDF's ``<mimic>`` elements by joint name (Pinocchio loads those joints as free ones).
         urdf: the URDF text (its collision geometry), None for MJCF.
         spheres: the built-in robot's collision sphere file, if it ships one.
+        path: the file it was read from (its meshes' paths start there), None for text.
     """
 
     model: pin.Model
@@ -53,6 +54,7 @@ class ModelSource:
     mimic_joints: Mapping[str, Mimic] = field(default_factory=dict)
     urdf: str | None = None
     spheres: Path | None = None
+    path: Path | None = None
 
 
 def read_model(source: str | os.PathLike[str]) -> ModelSource:
@@ -82,7 +84,7 @@ def read_model(source: str | os.PathLike[str]) -> ModelSource:
     if not _is_file(path):
         raise RobotNotFound(str(source), REGISTRY, _not_a_file(source))
     text = _expand_xacro(path) if path.suffix == ".xacro" else _read_text(path)
-    return _from_xml(text, repr(str(path)))
+    return replace(_from_xml(text, repr(str(path))), path=path.resolve())
 
 
 def _from_xml(text: str, origin: str, name: str | None = None, ee_frame: str | None = None) -> ModelSource:
