@@ -267,6 +267,23 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
         return wp.length(gap) - spheres.bound_radius[a] - spheres.bound_radius[b]
 
     @wp.func
+    def to_obstacle(
+        centres: points_t, spheres: Spheres, s: int, base_rot: mat33, base_pos: vec3, obstacles: Obstacles, o: int
+    ):
+        """Distance from sphere ``s`` to obstacle ``o``, and its gradient in the sphere's centre (in the world)."""
+        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
+        d, direction = obstacle_distance(world, obstacles, o)
+        return d - spheres.radius[s], direction
+
+    @wp.func
+    def between(centres: points_t, spheres: Spheres, first: int, second: int):
+        """Distance between spheres ``first`` and ``second``, and the gap from the second's centre to the first's."""
+        gap = vec3()
+        for k in range(3):
+            gap[k] = centres[first, k] - centres[second, k]
+        return wp.length(gap) - spheres.radius[first] - spheres.radius[second], gap
+
+    @wp.func
     def clearance(
         q: vecq, links_chain: Chain, spheres: Spheres, obstacles: Obstacles, scene: wp.vec2i, self_on: wp.int32
     ):
@@ -282,10 +299,9 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 near, _away = obstacle_distance(bound, obstacles, o)
                 if near - spheres.bound_radius[link] < least:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
-                        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
-                        d, _direction = obstacle_distance(world, obstacles, o)
-                        if d - spheres.radius[s] < least:
-                            least = d - spheres.radius[s]
+                        d, _direction = to_obstacle(centres, spheres, s, base_rot, base_pos, obstacles, o)
+                        if d < least:
+                            least = d
                             pair = wp.vec2i(s, o - scene[0])
         if self_on != 0:
             for p in range(spheres.link_pairs.shape[0]):
@@ -294,10 +310,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 if link_gap(bounds, spheres, one, other) < least:
                     for first in range(spheres.first[one], spheres.first[one + 1]):
                         for second in range(spheres.first[other], spheres.first[other + 1]):
-                            gap = vec3()
-                            for k in range(3):
-                                gap[k] = centres[first, k] - centres[second, k]
-                            d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
+                            d, _gap = between(centres, spheres, first, second)
                             if d < least:
                                 least = d
                                 pair = wp.vec2i(first, -1 - second)
@@ -329,9 +342,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 near, _away = obstacle_distance(bound, obstacles, o)
                 if near - spheres.bound_radius[link] < reach:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
-                        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
-                        d, direction = obstacle_distance(world, obstacles, o)
-                        d = d - spheres.radius[s]
+                        d, direction = to_obstacle(centres, spheres, s, base_rot, base_pos, obstacles, o)
                         least = wp.min(least, d)
                         if d < reach:
                             cost = cost + f(0.5) * (reach - d) * (reach - d)
@@ -349,10 +360,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 if link_gap(bounds, spheres, one, other) < reach:
                     for first in range(spheres.first[one], spheres.first[one + 1]):
                         for second in range(spheres.first[other], spheres.first[other + 1]):
-                            gap = vec3()
-                            for k in range(3):
-                                gap[k] = centres[first, k] - centres[second, k]
-                            d = wp.length(gap) - spheres.radius[first] - spheres.radius[second]
+                            d, gap = between(centres, spheres, first, second)
                             least = wp.min(least, d)
                             if d < reach:
                                 cost = cost + f(0.5) * (reach - d) * (reach - d)
