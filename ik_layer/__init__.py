@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
-    from ik_layer.collision.shapes import Box, Capsule, Sphere
+    from ik_layer.collision.shapes import MAX_OBSTACLES, Box, Capsule, Obstacle, Sphere, check_obstacles
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
-    from ik_layer.core.problem import Problem
+    from ik_layer.core.problem import Problem, check_collision
     from ik_layer.core.result import IKResult
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
