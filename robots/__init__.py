@@ -43,7 +43,13 @@ REGISTRY: dict[str, RobotSpec] = {
             "Universal Robots UR5e, 6-DoF, tool0",
             SPHERES_DIR / "ur5e.yml",
         ),
-        RobotSpec("iiwa14", URDF_DIR / "iiwa14.urdf", "iiwa_link_ee", "KUKA LBR iiwa 14 R820, 7-DoF, flange"),
+        RobotSpec(
+            "iiwa14",
+            URDF_DIR / "iiwa14.urdf",
+            "iiwa_link_ee",
+            "KUKA LBR iiwa 14 R820, 7-DoF, flange",
+            SPHERES_DIR / "iiwa14.yml",
+        ),
         RobotSpec("planar3", URDF_DIR / "planar3.urdf", "tip", "planar 3-link arm (0.5, 0.4, 0.3 m), tip"),
     )
 }

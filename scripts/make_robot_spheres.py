@@ -17,19 +17,26 @@ frames go to ``tests/data/robot_hulls.npz``, against which the tests check the s
 The ignored pairs: adjacent links, those touching at the neutral configuration, and those whose hulls never meet
 (``NEVER``, checked with coal).
 
-iiwa14 has no spheres: robosuite's iiwa is the LBR iiwa 7 R800 (its STL headers say ``iiwa7``, its joints sit
-0.34/0.40/0.40 m apart, the iiwa 14's 0.36/0.42/0.40), which the 5 mm check refuses.
+iiwa14: pybullet's collision meshes (``pybullet_data/kuka_iiwa``: ``model.urdf``, an LBR iiwa 14 R820, and its
+``meshes/link_0.stl`` .. ``link_7.stl``; robosuite's iiwa is the LBR iiwa 7 R800, which the 5 mm check refuses). The
+same as ur5e's, the URDF read by Pinocchio: each built-in link takes the meshes of the pybullet links its joint moves,
+placed by the fixed transform between the two frames at q = 0; they land within 1e-9 m of the built-in links at
+random configurations (the built-in's pi / 2 is rounded to 1e-9), so every radius grows by 1.1 mm (1 mm, rounded up).
+The files' SHA-256 is checked against pybullet 3.2.7's (``PYBULLET``), the release the header names. Ignored beyond
+adjacent links: three pairs whose hulls stay at least 50 mm apart (``NEVER``).
 
-``tests/test_collision_model.py`` checks the shipped files against the same geometry.
+``tests/test_collision_model.py`` checks the shipped files against the same geometry; the hulls of robots not
+regenerated stay in ``tests/data/robot_hulls.npz`` as they are.
 
-Run: ``python scripts/make_robot_spheres.py [--out FOLDER] [--hulls FILE] [--robots NAME ...] [--robosuite PATH]``
-(panda needs the ``test`` extra's example-robot-data; ur5e robosuite, installed or given as its package folder or
-wheel).
+Run: ``python scripts/make_robot_spheres.py [--out FOLDER] [--hulls FILE] [--robots NAME ...] [--robosuite PATH]
+[--pybullet PATH]`` (panda needs the ``test`` extra's example-robot-data; ur5e robosuite, installed or given as its
+package folder or wheel; iiwa14 pybullet's ``pybullet_data``, installed or given as that folder or pybullet's wheel).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import math
 import re
@@ -55,9 +62,23 @@ HULLS = ROOT / "tests" / "data" / "robot_hulls.npz"
 SOURCES = {"panda": ("panda_description/urdf/panda_collision.urdf", "panda_description/srdf/panda.srdf")}
 MESHES = {"ur5e": ("ur5e", math.pi)}
 """Built-in robot: (its robosuite folder, the yaw of the built-in base frame in robosuite's [rad])."""
-NEVER = {"ur5e": (("wrist_1_link", "wrist_3_link"),)}
-"""Link pairs also ignored: their meshes' hulls never meet (MoveIt's UR SRDFs disable them too), where their
-spheres often would (39 % of random configurations); checked at 1000 random configurations."""
+PYBULLET = {
+    "iiwa14": ("kuka_iiwa/model.urdf", "3.2.7", "683fd67757030c18faa0af078ff8307fa6dbe14560c7bff85f82cdc3f9581c40"),
+}
+"""Built-in robot: (its URDF in pybullet_data, the pybullet release it was checked against, the SHA-256 of that URDF
+and its collision meshes, in the URDF's order)."""
+NEVER = {
+    "ur5e": (("wrist_1_link", "wrist_3_link"),),
+    "iiwa14": (
+        ("iiwa_link_0", "iiwa_link_2"),  # hulls >= 50 mm apart, spheres overlap at 21 % of configurations
+        ("iiwa_link_1", "iiwa_link_3"),  # hulls >= 57 mm apart, spheres overlap at 1.6 %
+        ("iiwa_link_3", "iiwa_link_5"),  # hulls >= 58 mm apart, spheres overlap at 1.7 %
+    ),
+}
+"""Link pairs also ignored: their meshes' hulls never meet, where their spheres would (ur5e: 39 % of random
+configurations; MoveIt's UR SRDFs disable the pair too; iiwa14: the links two apart about the shoulder and the elbow,
+whose middle link's joint limits, +-120 degrees, keep them apart); checked at 1000 random configurations (no
+closer than twice the growth)."""
 MAX_GAP = 5e-3
 """The most the published meshes may move apart from the built-in links [m]."""
 MARGIN = 1e-3
@@ -70,20 +91,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the files go (default: {OUT})")
     parser.add_argument("--hulls", type=Path, default=HULLS, help=f"the meshes' hulls for the tests ({HULLS})")
-    parser.add_argument("--robots", nargs="+", choices=[*SOURCES, *MESHES], default=[*SOURCES, *MESHES])
+    every = [*SOURCES, *MESHES, *PYBULLET]
+    parser.add_argument("--robots", nargs="+", choices=every, default=every)
     parser.add_argument("--robosuite", type=Path, help="robosuite's package folder or wheel (default: installed)")
+    parser.add_argument("--pybullet", type=Path, help="pybullet_data's folder or pybullet's wheel (default: installed)")
     args = parser.parse_args()
     for name in args.robots:
         if name in SOURCES:
             write_primitive_spheres(name, args.out)
+    hulls: dict[str, np.ndarray] = {}
     meshed = [name for name in args.robots if name in MESHES]
     if meshed:
         read, version = robosuite_files(args.robosuite)
-        hulls: dict[str, np.ndarray] = {}
         for name in meshed:
             hulls.update(write_mesh_spheres(name, read, version, args.out))
+    urdfs = [name for name in args.robots if name in PYBULLET]
+    if urdfs:
+        read_pybullet = pybullet_files(args.pybullet)
+        for name in urdfs:
+            hulls.update(write_pybullet_spheres(name, read_pybullet, args.out))
+    if hulls:
+        # The other robots' hulls already stored stay as they are.
+        made = {key.split(":")[1] for key in hulls}
+        kept: dict[str, np.ndarray] = {}
+        if args.hulls.exists():
+            with np.load(args.hulls) as stored:
+                kept = {key: stored[key] for key in stored.files if key.split(":")[1] not in made}
         args.hulls.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(args.hulls, **hulls)
+        np.savez_compressed(args.hulls, **kept, **hulls)
     return 0
 
 
@@ -113,8 +148,6 @@ def write_primitive_spheres(name: str, out: Path) -> None:
 def write_mesh_spheres(name: str, read: Callable[[str], bytes], version: str, out: Path) -> dict[str, np.ndarray]:
     """Write ``name``'s spheres from robosuite's meshes; return each link's hull vertices (``hull:name:link``, in
     the link's frame) and how much each radius was grown (``grown:name``) [m]."""
-    from scipy.spatial import ConvexHull
-
     folder, yaw = MESHES[name]
     xml = f"models/assets/robots/{folder}/robot.xml"
     bodies, meshes = _mjcf(read(xml), xml)
@@ -143,12 +176,80 @@ def write_mesh_spheres(name: str, read: Callable[[str], bytes], version: str, ou
             gaps[links[j]] = max(gaps.get(links[j], 0.0), gap)
             clouds.setdefault(links[j], []).append(_apply(fixed, points))
             files.append(file)
+    source = (
+        f"robosuite {version}'s collision meshes (models/assets/robots/{folder}: robot.xml, "
+        f"{', '.join(dict.fromkeys(files))})"
+    )
+    return _fit_meshes(name, builtin, clouds, gaps, "robosuite's", source, out)
+
+
+def write_pybullet_spheres(name: str, read: Callable[[str], bytes], out: Path) -> dict[str, np.ndarray]:
+    """Write ``name``'s spheres from pybullet_data's URDF and its collision meshes; return the hulls and growth as
+    :func:`write_mesh_spheres` does."""
+    urdf, version, digest = PYBULLET[name]
+    folder = urdf.rpartition("/")[0]
+    text = read(urdf)
+    published = pin.buildModelFromXML(text.decode())
+    builtin = ik_layer.load_robot(name, collision=None)
+    model = builtin.model
+    revolute = all(j.shortname().startswith("JointModelR") for j in list(published.joints)[1:])
+    if published.nq != builtin.dof or published.njoints != model.njoints or not revolute or model.nq != builtin.dof:
+        raise SystemExit(f"{name}: pybullet's {urdf} has not the built-in's {builtin.dof} revolute joints")
+    # Built-in link j: the first body frame on joint j (0: the base); it takes the meshes of the links j moves.
+    body_frames = [f for f in model.frames if f.type == pin.FrameType.BODY]
+    links = [next(f.name for f in body_frames if f.parentJoint == j) for j in range(model.njoints)]
+    q = builtin.random_q(64, generator=torch.Generator().manual_seed(0)).numpy()
+    at_zero = builtin.fk(torch.zeros(builtin.dof, dtype=builtin.dtype), frames=links).numpy()
+    at_q = builtin.fk(torch.from_numpy(q).to(builtin.dtype), frames=links).numpy()
+    clouds: dict[str, list[np.ndarray]] = {}
+    gaps: dict[str, float] = {}
+    files: list[str] = []
+    hashed = hashlib.sha256(text)
+    for link, place, file in _urdf_meshes(text, urdf):
+        data = read(f"{folder}/{file}")
+        hashed.update(data)
+        points = _apply(place, _stl(data, file))  # in pybullet's link frame
+        frame = published.getFrameId(link, pin.FrameType.BODY)
+        if frame == len(published.frames):
+            raise SystemExit(f"{urdf}: {link} is not a link of the model")
+        j = published.frames[frame].parentJoint
+        # The mesh's frame in the built-in link's at q = 0; then how far apart its points land at each q.
+        fixed = np.linalg.inv(at_zero[j]) @ _urdf_fk(published, frame, np.zeros((1, builtin.dof)))[0]
+        expected = _apply(_urdf_fk(published, frame, q), points)
+        actual = _apply(at_q[:, j] @ fixed, points)
+        gap = float(np.linalg.norm(expected - actual, axis=-1).max())
+        gaps[links[j]] = max(gaps.get(links[j], 0.0), gap)
+        clouds.setdefault(links[j], []).append(_apply(fixed, points))
+        files.append(file)
+    if hashed.hexdigest() != digest:
+        raise SystemExit(
+            f"{name}: pybullet_data's {urdf} and its meshes differ from pybullet {version}'s (sha256 "
+            f"{hashed.hexdigest()}, not {digest}): check them and update PYBULLET"
+        )
+    source_text = f"pybullet {version}'s collision meshes (pybullet_data/{folder}: {urdf.rpartition('/')[2]}, "
+    return _fit_meshes(name, builtin, clouds, gaps, "pybullet's", f"{source_text}{', '.join(files)})", out)
+
+
+def _fit_meshes(
+    name: str,
+    builtin: ik_layer.Robot,
+    clouds: dict[str, list[np.ndarray]],
+    gaps: dict[str, float],
+    whose: str,
+    source: str,
+    out: Path,
+) -> dict[str, np.ndarray]:
+    """Cover each built-in link's ``clouds`` (mesh points in its frame) with spheres grown by the largest of the
+    ``gaps`` (how far the meshes land from the built-in links [m]) plus MARGIN; write the file, its header naming
+    the ``source``; return the hulls and growth as :func:`write_mesh_spheres` does."""
+    from scipy.spatial import ConvexHull
+
     worst = max(gaps.values())
-    print(f"{name}: robosuite's meshes land within {worst * 1e3:.2f} mm of the built-in links at 64 configurations")
-    print("  " + ", ".join(f"{link} {gap * 1e3:.2f} mm" for link, gap in gaps.items()))
+    print(f"{name}: {whose} meshes land within {_distance(worst)} of the built-in links at 64 configurations")
+    print("  " + ", ".join(f"{link} {_distance(gap)}" for link, gap in gaps.items()))
     if worst > MAX_GAP:
         raise SystemExit(
-            f"{name}: robosuite's links land {worst * 1e3:.1f} mm from the built-in's, more than {MAX_GAP * 1e3:g} mm"
+            f"{name}: {whose} links land {worst * 1e3:.1f} mm from the built-in's, more than {MAX_GAP * 1e3:g} mm"
         )
     grow = math.ceil((worst + MARGIN) * 1e4) / 1e4  # up to a tenth of a millimetre
     spheres: dict[str, list[dict[str, object]]] = {}
@@ -173,18 +274,18 @@ def write_mesh_spheres(name: str, read: Callable[[str], bytes], version: str, ou
         print(f"  {a} and {b} ignored: their hulls stay {apart * 1e3:.1f} mm apart at 1000 configurations")
         if apart <= 2 * grow:
             raise SystemExit(f"{name}: the hulls of {a} and {b} come within {apart * 1e3:.1f} mm: not ignored")
-    robot = ik_layer.load_robot(
-        name, collision={"collision_spheres": spheres, "self_collision_ignore": {a: [b] for a, b in never}}
-    )
+    given: dict[str, list[str]] = {}
+    for a, b in never:
+        given.setdefault(a, []).append(b)
+    robot = ik_layer.load_robot(name, collision={"collision_spheres": spheres, "self_collision_ignore": given})
     assert robot.collision is not None
     ignore: dict[str, list[str]] = {}
     for a, b in sorted(robot.collision.ignored):
         ignore.setdefault(a, []).append(b)
     header = (
-        f"# {name}: generated by scripts/make_robot_spheres.py from robosuite {version}'s collision meshes "
-        f"(models/assets/robots/{folder}: robot.xml, {', '.join(dict.fromkeys(files))}), covering their convex "
-        f"hulls, each radius grown by {grow * 1e3:.1f} mm (the meshes land within {worst * 1e3:.2f} mm of the "
-        f"built-in links, plus {MARGIN * 1e3:g} mm)\n"
+        f"# {name}: generated by scripts/make_robot_spheres.py from {source}, covering their convex hulls, each "
+        f"radius grown by {grow * 1e3:.1f} mm (the meshes land within {_distance(worst)} of the built-in links, "
+        f"plus {MARGIN * 1e3:g} mm)\n"
     )
     _write(out / f"{name}.yml", header, spheres, ignore)
     count = sum(len(s) for s in spheres.values())
@@ -244,6 +345,67 @@ def robosuite_files(path: Path | None) -> tuple[Callable[[str], bytes], str]:
             raise SystemExit(f"{path}: cannot read robosuite's {name}: {err}") from err
 
     return checked, version.group(1)
+
+
+def pybullet_files(path: Path | None) -> Callable[[str], bytes]:
+    """A reader of pybullet_data's files (paths inside its package folder): ``path`` that folder or pybullet's
+    wheel; None: the installed one."""
+    if path is None:
+        spec = importlib.util.find_spec("pybullet_data")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit(
+                "pybullet_data not found: pip install pybullet, or --pybullet its pybullet_data folder or wheel"
+            )
+        path = Path(next(iter(spec.submodule_search_locations)))
+    if path.is_file():
+        try:
+            archive = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile) as err:
+            raise SystemExit(f"{path}: not pybullet's wheel: {err}") from err
+
+        def read(name: str) -> bytes:
+            return archive.read(f"pybullet_data/{name}")
+    elif path.is_dir():
+
+        def read(name: str) -> bytes:
+            return (path / name).read_bytes()
+    else:
+        raise SystemExit(f"{path}: not pybullet_data's folder or pybullet's wheel")
+
+    def checked(name: str) -> bytes:
+        try:
+            return read(name)
+        except (OSError, KeyError) as err:
+            raise SystemExit(f"{path}: cannot read pybullet_data's {name}: {err}") from err
+
+    return checked
+
+
+def _urdf_meshes(text: bytes, where: str) -> list[tuple[str, np.ndarray, str]]:
+    """Each collision mesh of the URDF ``text``: its link, its placement in the link's frame and its file (relative
+    to the URDF's folder); other geometry, scaled meshes and package or absolute paths are refused."""
+    found = []
+    for link in ET.fromstring(text).iter("link"):
+        for collision in link.findall("collision"):
+            mesh = collision.find("geometry/mesh")
+            file = "" if mesh is None else mesh.get("filename", "")
+            if mesh is None or mesh.get("scale", "1 1 1").split() != ["1"] * 3 or ":" in file or file.startswith("/"):
+                raise SystemExit(f"{where}: {link.get('name')}: only unscaled meshes beside the URDF are read")
+            origin = collision.find("origin")
+            origin = ET.Element("origin") if origin is None else origin
+            rpy, xyz = _vector(origin, "rpy", [0, 0, 0]), _vector(origin, "xyz", [0, 0, 0])
+            found.append((link.get("name", ""), _transform(pin.rpy.rpyToMatrix(*rpy), xyz), file))
+    return found
+
+
+def _urdf_fk(model: pin.Model, frame: int, q: np.ndarray) -> np.ndarray:
+    """The pose (B, 4, 4) of ``model``'s ``frame`` at configurations ``q`` (B, nq) (Pinocchio)."""
+    data = model.createData()
+    poses = []
+    for row in q:
+        pin.framesForwardKinematics(model, data, row)
+        poses.append(data.oMf[frame].homogeneous)
+    return np.stack(poses)
 
 
 @dataclass
@@ -390,6 +552,11 @@ def _transform(rotation: np.ndarray, translation: np.ndarray) -> np.ndarray:
 def _apply(pose: np.ndarray, points: np.ndarray) -> np.ndarray:
     """``points`` (n, 3) moved by ``pose`` (..., 4, 4): (..., n, 3)."""
     return points @ np.swapaxes(pose[..., :3, :3], -1, -2) + pose[..., None, :3, 3]
+
+
+def _distance(length: float) -> str:
+    """``length`` [m] written in millimetres to a hundredth, or in metres where that would read 0.00 mm."""
+    return f"{length * 1e3:.2f} mm" if length >= 5e-6 else f"{length:.1g} m"
 
 
 def _count(points: np.ndarray) -> int:

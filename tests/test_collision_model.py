@@ -1,6 +1,6 @@
 """Robot collision models (ik_layer.collision.fitting, .model, ik_layer.loading): spheres that cover URDF collision
-primitives and convex hulls, the built-in panda's and ur5e's shipped spheres regenerated and checked against the
-published geometry, sphere centres and their Jacobians against Pinocchio and finite differences, self-collision
+primitives and convex hulls, the built-in panda's, ur5e's and iiwa14's shipped spheres regenerated and checked against
+the published geometry, sphere centres and their Jacobians against Pinocchio and finite differences, self-collision
 pairs, bad input refused."""
 
 from __future__ import annotations
@@ -38,7 +38,13 @@ needs_erd = pytest.mark.skipif(ERD is None, reason="example-robot-data not insta
 PANDA_URDF = "panda_description/urdf/panda_collision.urdf"
 PANDA_SRDF = "panda_description/srdf/panda.srdf"
 HULLS = ROOT / "tests" / "data" / "robot_hulls.npz"
-MESHED = ["ur5e"]  # built-in robots whose spheres cover robosuite's collision meshes
+MESHED = ["ur5e", "iiwa14"]  # built-in robots whose spheres cover published collision meshes
+needs_robosuite = pytest.mark.skipif(importlib.util.find_spec("robosuite") is None, reason="robosuite not installed")
+needs_pybullet = pytest.mark.skipif(importlib.util.find_spec("pybullet_data") is None, reason="pybullet not installed")
+MESH_SOURCES = [  # each meshed robot, with what the script needs to regenerate it
+    pytest.param("ur5e", marks=[needs_erd, needs_robosuite]),  # robosuite's meshes
+    pytest.param("iiwa14", marks=needs_pybullet),  # pybullet_data's kuka_iiwa
+]
 
 
 def gen(seed: int) -> torch.Generator:
@@ -149,18 +155,17 @@ def test_hull_reach_measures_the_solid() -> None:
     assert hull_reach(rod, ends) > 0.5
 
 
-@needs_erd
-@pytest.mark.skipif(importlib.util.find_spec("robosuite") is None, reason="robosuite not installed")
-def test_shipped_meshed_spheres_are_the_script_output(tmp_path: Path) -> None:
-    """scripts/make_robot_spheres.py regenerates robots/spheres/ur5e.yml byte for byte, and the stored hulls."""
+@pytest.mark.parametrize("name", MESH_SOURCES)
+def test_shipped_meshed_spheres_are_the_script_output(tmp_path: Path, name: str) -> None:
+    """scripts/make_robot_spheres.py regenerates robots/spheres/<name>.yml byte for byte, and its stored hulls."""
     script = str(ROOT / "scripts" / "make_robot_spheres.py")
     hulls = tmp_path / "hulls.npz"
-    command = [sys.executable, script, "--out", str(tmp_path), "--hulls", str(hulls), "--robots", *MESHED]
+    command = [sys.executable, script, "--out", str(tmp_path), "--hulls", str(hulls), "--robots", name]
     subprocess.run(command, check=True, capture_output=True)
-    for name in MESHED:
-        assert (tmp_path / f"{name}.yml").read_text() == (ROOT / "robots" / "spheres" / f"{name}.yml").read_text()
+    assert (tmp_path / f"{name}.yml").read_text() == (ROOT / "robots" / "spheres" / f"{name}.yml").read_text()
     with np.load(hulls) as made, np.load(HULLS) as shipped:
-        assert sorted(made.files) == sorted(shipped.files)
+        assert made.files and all(key.split(":")[1] == name for key in made.files)
+        assert sorted(made.files) == sorted(key for key in shipped.files if key.split(":")[1] == name)
         for key in made.files:
             np.testing.assert_array_equal(made[key], shipped[key])
 
@@ -168,7 +173,7 @@ def test_shipped_meshed_spheres_are_the_script_output(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", MESHED)
 def test_shipped_meshed_spheres_cover_the_published_meshes(name: str) -> None:
     """The shipped spheres of each link, less the margin the script added to every radius, hold the convex hull of
-    robosuite's collision meshes of that link (stored in tests/data, in the built-in link frames)."""
+    the published collision meshes of that link (stored in tests/data, in the built-in link frames)."""
     shipped = yaml.safe_load((ROOT / "robots" / "spheres" / f"{name}.yml").read_text())["collision_spheres"]
     with np.load(HULLS) as stored:
         hulls = {key.split(":")[2]: stored[key] for key in stored.files if key.startswith(f"hull:{name}:")}
@@ -204,6 +209,27 @@ def test_builtin_ur5e_loads_its_spheres_apart_at_rest() -> None:
     # Folded back onto itself (elbow at -170 degrees): some sphere pair overlaps.
     folded = torch.tensor([0.0, -math.pi / 2, -3.0, 0.0, 0.0, 0.0], dtype=F64)
     assert bool((robot.collision.self_distances(robot, folded) < 0).any())
+
+
+def test_builtin_iiwa14_loads_its_spheres_apart_standing_straight() -> None:
+    robot = ik_layer.load_robot("iiwa14")
+    assert robot.collision is not None and 30 <= len(robot.collision) <= 50
+    assert robot.collision.links == tuple(f"iiwa_link_{k}" for k in range(8))
+    adjacent = {(f"iiwa_link_{k}", f"iiwa_link_{k + 1}") for k in range(7)}
+    never = {("iiwa_link_0", "iiwa_link_2"), ("iiwa_link_1", "iiwa_link_3"), ("iiwa_link_3", "iiwa_link_5")}
+    assert robot.collision.ignored == adjacent | never  # nothing touches standing straight
+    assert ("iiwa_link_0", "iiwa_link_5") not in robot.collision.ignored  # the forearm folding onto the base
+    assert ("iiwa_link_5", "iiwa_link_7") not in robot.collision.ignored  # the flange bent onto the forearm
+    # Apart at every joint zero (standing straight up) and with the elbow bent a right angle.
+    bent = torch.tensor([0.0, 0.5, 0.0, -math.pi / 2, 0.0, 0.5, 0.0], dtype=F64)
+    for q in (robot.neutral_q(), bent):
+        assert bool((robot.collision.self_distances(robot, q) > 0).all())
+    # Folded (shoulder forward and elbow back, 115 degrees each): the forearm and wrist reach into the base.
+    folded = torch.tensor([0.0, 2.0, 0.0, -2.0, 0.0, 0.0, 0.0], dtype=F64)
+    distances = robot.collision.self_distances(robot, folded)
+    names, pairs = robot.collision.sphere_links, robot.collision.pairs.tolist()
+    hit = {tuple(sorted((names[pairs[k][0]], names[pairs[k][1]]))) for k in (distances < 0).nonzero().flatten()}
+    assert ("iiwa_link_0", "iiwa_link_5") in hit and ("iiwa_link_0", "iiwa_link_6") in hit
 
 
 @needs_erd
@@ -257,7 +283,7 @@ def test_builtin_panda_loads_its_spheres_and_moves_them_with_the_robot() -> None
     moved = robot.to(torch.float32)
     assert moved.collision is not None and moved.collision.centers.dtype == torch.float32
     assert ik_layer.load_robot("panda", collision=None).collision is None
-    assert ik_layer.load_robot("iiwa14").collision is None  # no spheres shipped yet, no URDF geometry
+    assert ik_layer.load_robot("planar3").collision is None  # no spheres shipped, no URDF geometry
 
 
 @pytest.mark.parametrize("frames_robot", ["panda", "erd"])
