@@ -159,6 +159,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
     points_t = wp.types.matrix((total, 3), f)  # per sphere: its centre, or the push on it
     bounds_t = wp.types.matrix((count, 3), f)  # per link: the centre of the ball holding its spheres
     entries_t = wp.types.matrix((3, length), f)  # per chain entry: its axis, or its origin
+    rots_t = wp.types.matrix((count, 9), f)  # per link: a rotation by rows
     floating = layout.floating
 
     @wp.func
@@ -214,34 +215,13 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
         return box_distance(p, obstacles.rot[o], obstacles.pos[o], obstacles.extent[o])
 
     @wp.func
-    def placed(
-        centres: points_t,
-        bounds: bounds_t,
-        spheres: Spheres,
-        link: int,
-        rot: mat33,
-        pos: vec3,
-        base_rot: mat33,
-        base_pos: vec3,
-    ):
-        """``centres`` and ``bounds`` with link ``link``'s spheres and ball placed by its pose ``rot``, ``pos``."""
-        out, balls = centres, bounds
-        for s in range(spheres.first[link], spheres.first[link + 1]):
-            at = rot * spheres.center[s] + pos
-            for k in range(3):
-                out[s, k] = at[k]
-        bound = base_rot * (rot * spheres.bound_center[link] + pos) + base_pos
-        for k in range(3):
-            balls[link, k] = bound[k]
-        return out, balls
-
-    @wp.func
     def place(q: vecq, links_chain: Chain, spheres: Spheres):
         """The spheres' centres at ``q`` in the base frame, each link's bounding ball's centre in the world, and
-        the base's pose: one walk along the spine (each link placed where its chain ends), else one per link."""
+        the base's pose: the links' poses by one walk along the spine (each link's where its chain ends), else one
+        walk per link."""
         base_rot, base_pos = base_pose(q)
-        centres = points_t()
-        bounds = bounds_t()
+        tip_rots = rots_t()  # per link: its rotation (by rows) and position in the base frame
+        tip_poss = bounds_t()
         spine = spheres.spine[0]
         if spine >= 0:
             rot = wp.identity(3, f)
@@ -253,35 +233,53 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                     if spheres.ends[link] == j:
                         tip_r = rot * links_chain.tip_rot[link]
                         tip_p = pos + rot * links_chain.tip_pos[link]
-                        centres, bounds = placed(centres, bounds, spheres, link, tip_r, tip_p, base_rot, base_pos)
+                        for k in range(3):
+                            tip_poss[link, k] = tip_p[k]
+                            for m in range(3):
+                                tip_rots[link, 3 * k + m] = tip_r[k, m]
         else:
             for link in range(count):
-                rot, pos = chain_tip(q, link, links_chain)
-                centres, bounds = placed(centres, bounds, spheres, link, rot, pos, base_rot, base_pos)
+                tip_r, tip_p = chain_tip(q, link, links_chain)
+                for k in range(3):
+                    tip_poss[link, k] = tip_p[k]
+                    for m in range(3):
+                        tip_rots[link, 3 * k + m] = tip_r[k, m]
+        centres = points_t()
+        bounds = bounds_t()
+        for link in range(count):
+            rot = mat33(
+                tip_rots[link, 0], tip_rots[link, 1], tip_rots[link, 2],
+                tip_rots[link, 3], tip_rots[link, 4], tip_rots[link, 5],
+                tip_rots[link, 6], tip_rots[link, 7], tip_rots[link, 8],
+            )  # fmt: skip
+            pos = vec3(tip_poss[link, 0], tip_poss[link, 1], tip_poss[link, 2])
+            for s in range(spheres.first[link], spheres.first[link + 1]):
+                at = rot * spheres.center[s] + pos
+                for k in range(3):
+                    centres[s, k] = at[k]
+            bound = base_rot * (rot * spheres.bound_center[link] + pos) + base_pos
+            for k in range(3):
+                bounds[link, k] = bound[k]
         return centres, bounds, base_rot, base_pos
 
     @wp.func
-    def link_gap(bounds: bounds_t, spheres: Spheres, a: int, b: int) -> f:
-        """A lower bound on the distances between the spheres of links ``a`` and ``b``: their balls' gap."""
-        gap = vec3(bounds[a, 0] - bounds[b, 0], bounds[a, 1] - bounds[b, 1], bounds[a, 2] - bounds[b, 2])
-        return wp.length(gap) - spheres.bound_radius[a] - spheres.bound_radius[b]
+    def link_gap(a: vec3, b: vec3, radius_a: f, radius_b: f) -> f:
+        """A lower bound on the distances between the spheres of two links: the gap of their balls (centres
+        ``a`` and ``b``)."""
+        return wp.length(a - b) - radius_a - radius_b
 
     @wp.func
-    def to_obstacle(
-        centres: points_t, spheres: Spheres, s: int, base_rot: mat33, base_pos: vec3, obstacles: Obstacles, o: int
-    ):
-        """Distance from sphere ``s`` to obstacle ``o``, and its gradient in the sphere's centre (in the world)."""
-        world = base_rot * vec3(centres[s, 0], centres[s, 1], centres[s, 2]) + base_pos
-        d, direction = obstacle_distance(world, obstacles, o)
-        return d - spheres.radius[s], direction
+    def to_obstacle(at: vec3, radius: f, base_rot: mat33, base_pos: vec3, obstacles: Obstacles, o: int):
+        """Distance from the sphere at ``at`` (base frame) of ``radius`` to obstacle ``o``, and its gradient in the
+        sphere's centre (in the world)."""
+        d, direction = obstacle_distance(base_rot * at + base_pos, obstacles, o)
+        return d - radius, direction
 
     @wp.func
-    def between(centres: points_t, spheres: Spheres, first: int, second: int):
-        """Distance between spheres ``first`` and ``second``, and the gap from the second's centre to the first's."""
-        gap = vec3()
-        for k in range(3):
-            gap[k] = centres[first, k] - centres[second, k]
-        return wp.length(gap) - spheres.radius[first] - spheres.radius[second], gap
+    def between(a: vec3, b: vec3, radius_a: f, radius_b: f):
+        """Distance between the spheres at ``a`` and ``b``, and the gap from ``b`` to ``a``."""
+        gap = a - b
+        return wp.length(gap) - radius_a - radius_b, gap
 
     @wp.func
     def clearance(
@@ -299,7 +297,14 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 near, _away = obstacle_distance(bound, obstacles, o)
                 if near - spheres.bound_radius[link] < least:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
-                        d, _direction = to_obstacle(centres, spheres, s, base_rot, base_pos, obstacles, o)
+                        d, _direction = to_obstacle(
+                            vec3(centres[s, 0], centres[s, 1], centres[s, 2]),
+                            spheres.radius[s],
+                            base_rot,
+                            base_pos,
+                            obstacles,
+                            o,
+                        )
                         if d < least:
                             least = d
                             pair = wp.vec2i(s, o - scene[0])
@@ -307,10 +312,17 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
             for p in range(spheres.link_pairs.shape[0]):
                 one = spheres.link_pairs[p][0]
                 other = spheres.link_pairs[p][1]
-                if link_gap(bounds, spheres, one, other) < least:
+                ball_one = vec3(bounds[one, 0], bounds[one, 1], bounds[one, 2])
+                ball_other = vec3(bounds[other, 0], bounds[other, 1], bounds[other, 2])
+                apart = link_gap(ball_one, ball_other, spheres.bound_radius[one], spheres.bound_radius[other])
+                if apart < least:
                     for first in range(spheres.first[one], spheres.first[one + 1]):
                         for second in range(spheres.first[other], spheres.first[other + 1]):
-                            d, _gap = between(centres, spheres, first, second)
+                            d, _gap = between(
+                                vec3(centres[first, 0], centres[first, 1], centres[first, 2]),
+                                vec3(centres[second, 0], centres[second, 1], centres[second, 2]),
+                                spheres.radius[first], spheres.radius[second],
+                            )  # fmt: skip
                             if d < least:
                                 least = d
                                 pair = wp.vec2i(first, -1 - second)
@@ -342,7 +354,14 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 near, _away = obstacle_distance(bound, obstacles, o)
                 if near - spheres.bound_radius[link] < reach:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
-                        d, direction = to_obstacle(centres, spheres, s, base_rot, base_pos, obstacles, o)
+                        d, direction = to_obstacle(
+                            vec3(centres[s, 0], centres[s, 1], centres[s, 2]),
+                            spheres.radius[s],
+                            base_rot,
+                            base_pos,
+                            obstacles,
+                            o,
+                        )
                         least = wp.min(least, d)
                         if d < reach:
                             cost = cost + f(0.5) * (reach - d) * (reach - d)
@@ -357,10 +376,17 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
             for p in range(spheres.link_pairs.shape[0]):
                 one = spheres.link_pairs[p][0]
                 other = spheres.link_pairs[p][1]
-                if link_gap(bounds, spheres, one, other) < reach:
+                ball_one = vec3(bounds[one, 0], bounds[one, 1], bounds[one, 2])
+                ball_other = vec3(bounds[other, 0], bounds[other, 1], bounds[other, 2])
+                apart = link_gap(ball_one, ball_other, spheres.bound_radius[one], spheres.bound_radius[other])
+                if apart < reach:
                     for first in range(spheres.first[one], spheres.first[one + 1]):
                         for second in range(spheres.first[other], spheres.first[other + 1]):
-                            d, gap = between(centres, spheres, first, second)
+                            d, gap = between(
+                                vec3(centres[first, 0], centres[first, 1], centres[first, 2]),
+                                vec3(centres[second, 0], centres[second, 1], centres[second, 2]),
+                                spheres.radius[first], spheres.radius[second],
+                            )  # fmt: skip
                             least = wp.min(least, d)
                             if d < reach:
                                 cost = cost + f(0.5) * (reach - d) * (reach - d)
