@@ -315,70 +315,55 @@ def _hull_distance(robot: ik_layer.Robot, a: str, b: str, hull_a: np.ndarray, hu
 def robosuite_files(path: Path | None) -> tuple[Callable[[str], bytes], str]:
     """A reader of robosuite's package files (paths inside its package folder) and its version: ``path`` its
     package folder (its ``robosuite-*.dist-info`` beside it) or wheel; None: the installed one."""
-    if path is None:
-        spec = importlib.util.find_spec("robosuite")
-        if spec is None or not spec.submodule_search_locations:
-            raise SystemExit("robosuite not found: pip install robosuite, or --robosuite its package folder or wheel")
-        path = Path(next(iter(spec.submodule_search_locations)))
-    if path.is_file():
-        archive = zipfile.ZipFile(path)
-        listed = [n for n in archive.namelist() if re.fullmatch(r"robosuite-[^/]+\.dist-info/METADATA", n)]
-        metadata = archive.read(listed[0]).decode() if listed else ""
-
-        def read(name: str) -> bytes:
-            return archive.read(f"robosuite/{name}")
-    else:
-        listed_files = sorted(path.parent.glob("robosuite-*.dist-info/METADATA"))
-        metadata = listed_files[0].read_text() if listed_files else ""
-
-        def read(name: str) -> bytes:
-            return (path / name).read_bytes()
-
+    read, metadata = package_files("robosuite", "robosuite", path, "pip install robosuite, or --robosuite")
     version = re.search(r"^Version: (\S+)$", metadata, re.MULTILINE)
     if version is None:
         raise SystemExit(f"{path}: not robosuite's package folder (with its dist-info beside it) or wheel")
-
-    def checked(name: str) -> bytes:
-        try:
-            return read(name)
-        except (OSError, KeyError) as err:
-            raise SystemExit(f"{path}: cannot read robosuite's {name}: {err}") from err
-
-    return checked, version.group(1)
+    return read, version.group(1)
 
 
 def pybullet_files(path: Path | None) -> Callable[[str], bytes]:
     """A reader of pybullet_data's files (paths inside its package folder): ``path`` that folder or pybullet's
-    wheel; None: the installed one."""
+    wheel; None: the installed one (their contents are checked by hash, see :data:`PYBULLET`)."""
+    return package_files("pybullet_data", "pybullet", path, "pip install pybullet, or --pybullet")[0]
+
+
+def package_files(package: str, distribution: str, path: Path | None, hint: str) -> tuple[Callable[[str], bytes], str]:
+    """A reader of ``package``'s files (paths inside its folder), its failures a SystemExit naming them, and the
+    ``distribution``'s METADATA text ("" where not found): ``path`` the package's folder (the dist-info beside it)
+    or the distribution's wheel; None: the installed package (``hint``: how to get it)."""
     if path is None:
-        spec = importlib.util.find_spec("pybullet_data")
+        spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
-            raise SystemExit(
-                "pybullet_data not found: pip install pybullet, or --pybullet its pybullet_data folder or wheel"
-            )
+            raise SystemExit(f"{package} not found: {hint} its package folder or wheel")
         path = Path(next(iter(spec.submodule_search_locations)))
+    pattern = rf"{distribution}-[^/]+\.dist-info/METADATA"
     if path.is_file():
         try:
             archive = zipfile.ZipFile(path)
         except (OSError, zipfile.BadZipFile) as err:
-            raise SystemExit(f"{path}: not pybullet's wheel: {err}") from err
+            raise SystemExit(f"{path}: not {distribution}'s wheel: {err}") from err
+        listed = [n for n in archive.namelist() if re.fullmatch(pattern, n)]
+        metadata = archive.read(listed[0]).decode() if listed else ""
 
         def read(name: str) -> bytes:
-            return archive.read(f"pybullet_data/{name}")
+            return archive.read(f"{package}/{name}")
     elif path.is_dir():
+        listed_files = sorted(p for p in path.parent.glob(f"{distribution}-*.dist-info/METADATA"))
+        metadata = listed_files[0].read_text() if listed_files else ""
 
         def read(name: str) -> bytes:
             return (path / name).read_bytes()
     else:
-        raise SystemExit(f"{path}: not pybullet_data's folder or pybullet's wheel")
+        raise SystemExit(f"{path}: not {package}'s folder or {distribution}'s wheel")
 
     def checked(name: str) -> bytes:
         try:
             return read(name)
         except (OSError, KeyError) as err:
-            raise SystemExit(f"{path}: cannot read pybullet_data's {name}: {err}") from err
+            raise SystemExit(f"{path}: cannot read {package}'s {name}: {err}") from err
 
-    return checked
+    return checked, metadata
 
 
 def _urdf_meshes(text: bytes, where: str) -> list[tuple[str, np.ndarray, str]]:
