@@ -155,13 +155,8 @@ def write_mesh_spheres(name: str, read: Callable[[str], bytes], version: str, ou
     model = builtin.model
     if sum(b.joint is not None for b in bodies.values()) != builtin.dof or model.nq != builtin.dof:
         raise SystemExit(f"{name}: robosuite's joints are not the built-in's {builtin.dof} revolute joints")
-    # Built-in link j: the first body frame on joint j (0: the base); it takes the geoms of the bodies j moves.
-    body_frames = [f for f in model.frames if f.type == pin.FrameType.BODY]
-    links = [next(f.name for f in body_frames if f.parentJoint == j) for j in range(model.njoints)]
+    links, q, at_zero, at_q = _builtin_links(builtin)  # link j takes the geoms of the bodies joint j moves
     base = _transform(_rotation(np.array([0.0, 0.0, 1.0]), yaw), np.zeros(3))  # built-in base in robosuite's
-    q = builtin.random_q(64, generator=torch.Generator().manual_seed(0)).numpy()
-    at_zero = builtin.fk(torch.zeros(builtin.dof, dtype=builtin.dtype), frames=links).numpy()
-    at_q = builtin.fk(torch.from_numpy(q).to(builtin.dtype), frames=links).numpy()
     clouds: dict[str, list[np.ndarray]] = {}
     gaps: dict[str, float] = {}
     files: list[str] = []
@@ -195,12 +190,7 @@ def write_pybullet_spheres(name: str, read: Callable[[str], bytes], out: Path) -
     revolute = all(j.shortname().startswith("JointModelR") for j in list(published.joints)[1:])
     if published.nq != builtin.dof or published.njoints != model.njoints or not revolute or model.nq != builtin.dof:
         raise SystemExit(f"{name}: pybullet's {urdf} has not the built-in's {builtin.dof} revolute joints")
-    # Built-in link j: the first body frame on joint j (0: the base); it takes the meshes of the links j moves.
-    body_frames = [f for f in model.frames if f.type == pin.FrameType.BODY]
-    links = [next(f.name for f in body_frames if f.parentJoint == j) for j in range(model.njoints)]
-    q = builtin.random_q(64, generator=torch.Generator().manual_seed(0)).numpy()
-    at_zero = builtin.fk(torch.zeros(builtin.dof, dtype=builtin.dtype), frames=links).numpy()
-    at_q = builtin.fk(torch.from_numpy(q).to(builtin.dtype), frames=links).numpy()
+    links, q, at_zero, at_q = _builtin_links(builtin)  # link j takes the meshes of the links joint j moves
     clouds: dict[str, list[np.ndarray]] = {}
     gaps: dict[str, float] = {}
     files: list[str] = []
@@ -364,6 +354,18 @@ def package_files(package: str, distribution: str, path: Path | None, hint: str)
             raise SystemExit(f"{path}: cannot read {package}'s {name}: {err}") from err
 
     return checked, metadata
+
+
+def _builtin_links(builtin: ik_layer.Robot) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The built-in robot's link of each joint (its first body frame; 0: the base), 64 random configurations, and
+    the links' poses (4, 4) at zero and at those configurations: what the published model is compared with."""
+    model = builtin.model
+    body_frames = [f for f in model.frames if f.type == pin.FrameType.BODY]
+    links = [next(f.name for f in body_frames if f.parentJoint == j) for j in range(model.njoints)]
+    q = builtin.random_q(64, generator=torch.Generator().manual_seed(0)).numpy()
+    at_zero = builtin.fk(torch.zeros(builtin.dof, dtype=builtin.dtype), frames=links).numpy()
+    at_q = builtin.fk(torch.from_numpy(q).to(builtin.dtype), frames=links).numpy()
+    return links, q, at_zero, at_q
 
 
 def _urdf_meshes(text: bytes, where: str) -> list[tuple[str, np.ndarray, str]]:
