@@ -226,3 +226,15 @@ def test_the_closest_pair_is_the_one_at_the_least_distance(reference: bool) -> N
         kinds.add(other >= 0)
         torch.testing.assert_close(d, result.min_distance[row], atol=1e-12, rtol=0)
     assert kinds == {True, False}  # both kinds of pairs met
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["engine", "reference"])
+def test_without_any_pair_there_is_no_closest_pair(reference: bool) -> None:
+    """One sphere and no obstacle: self-collision has nothing to measure (+inf, and the pair -1, -1)."""
+    lone = {"collision_spheres": {"panda_link4": [{"center": [0.0, 0.0, 0.0], "radius": 0.05}]}}
+    robot = ik_layer.load_robot("panda", collision=lone)
+    target = robot.fk(robot.random_q(3, generator=gen(22)))
+    result = ik_layer.solve(robot, target, self_collision=1, reference=reference)
+    assert result.min_distance is not None and result.closest_pair is not None
+    assert bool(torch.isinf(result.min_distance).all())
+    assert result.closest_pair.tolist() == [[-1, -1]] * 3

@@ -169,16 +169,29 @@ class Request:
             error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
             self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
         if self.collision is not None and self.least is not None and self.pair is not None:
-            seen = ~torch.isnan(self.least)
-            kernel = self.pair[seen].long().cpu()
-            order = sphere_order.to(kernel.device)
-            other = torch.where(kernel[:, 1] < 0, -1 - order[(-1 - kernel[:, 1]).clamp_min(0)], kernel[:, 1])
-            self.pair[seen] = torch.stack((order[kernel[:, 0].clamp_min(0)], other), -1).to(self.pair)
-            if not bool(seen.all()):  # seen here where the kernel did not
+            seen = ~torch.isnan(self.least)  # measured by the kernel: its pairs in the model's sphere indices
+            self.pair[seen] = _model_pairs(self.pair[seen].long().cpu(), sphere_order).to(self.pair)
+            if not bool(seen.all()):  # measured here where the kernel did not
                 least, pair = self.collision.closest(robot, self.q[~seen])
                 self.least[~seen] = least
                 self.pair[~seen] = pair.to(self.pair)
         self.done.set()
+
+
+def _model_pairs(pairs: Tensor, sphere_order: Tensor) -> Tensor:
+    """The kernel's closest ``pairs`` (n, 2) (spheres in its order; the other an obstacle, or ``-1 - j`` for its
+    sphere ``j``; -1, -1 without a pair) with the collision model's sphere indices (``sphere_order``: the model's
+    index of each of the kernel's)."""
+    sphere, other = pairs[:, 0], pairs[:, 1]
+    found = sphere >= 0
+    mapped = torch.stack(
+        (
+            sphere_order[sphere.clamp_min(0)],
+            torch.where(other < 0, -1 - sphere_order[(-1 - other).clamp_min(0)], other),
+        ),
+        -1,
+    )
+    return torch.where(found[:, None], mapped, pairs)
 
 
 class Engine:
