@@ -62,8 +62,8 @@ def load_robot(
             shape, see :mod:`ik_layer.collision.spheres`) or its mapping; ``"auto"``: the built-in robot's own, else
             spheres covering the URDF's collision primitives (:mod:`ik_layer.collision.fitting`), else none (no
             collision geometry, meshes, or MJCF); ``"fit"``: as ``"auto"``, the URDF file's collision meshes
-            covered too (each mesh's convex hull, :func:`~ik_layer.collision.fitting.mesh_spheres`: about 0.05 s a
-            mesh); None: none.
+            covered too (each mesh's convex hull, :func:`~ik_layer.collision.fitting.mesh_spheres`; slower to
+            load, which is why ``"auto"`` leaves meshes out); None: none.
         srdf: an SRDF file whose ``disable_collisions`` pairs are never checked for self-collision.
 
     Raises:

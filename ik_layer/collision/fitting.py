@@ -214,7 +214,7 @@ def mesh_spheres(urdf_path: Path, model: pin.Model, links: Collection[str]) -> d
     """Spheres covering the convex hull of every collision mesh of the URDF file ``urdf_path`` on the ``links``
     of ``model`` (its kinematics), per link, centres in the link frames: :func:`hull_spheres` of each mesh, 2 to
     8 spheres as elongated as it is. Meshes are read by Pinocchio (``package://`` looked up in the folders above
-    the file); about 0.05 s each.
+    the file).
 
     Raises:
         UnsupportedModelError: Pinocchio cannot read the URDF's collision geometry (a mesh not found...).
