@@ -10,7 +10,9 @@ random steps from those that qualify). Each target set is solved by
 
 - ``plain``: no collision term (its answers may well collide);
 - ``self``: ``self_collision=1`` alone;
-- ``scene``: the scene's obstacles and ``self_collision=1``.
+- ``scene``: the scene's obstacles and ``self_collision=1``;
+- ``scene per target``: the same, the scene given once per target (``obstacles=[scene] * n``: one scene per
+  target, packed per target into the engine's obstacle table).
 
 Every answer is checked independently: a success must reach its target by Pinocchio's FK (1e-4 m, 1e-3 rad) inside
 the limits and, for ``self`` and ``scene``, coal (hpp-fcl) must find the spheres (placed by Pinocchio) clear of the
@@ -208,14 +210,16 @@ def main() -> int:
         for scene_name, obstacles in scenes().items():
             target, _ = free_targets(robot, obstacles, REGIONS[scene_name], batch, seed=1)
             in_scene, alone = CoalCheck(robot, obstacles), CoalCheck(robot, [])
-            runs = {  # label: the solve's collision arguments, and what coal checks its successes against
-                "plain": ({}, in_scene),
-                "self": ({"self_collision": 1}, alone),
-                "scene": ({"obstacles": obstacles, "self_collision": 1}, in_scene),
+            runs = {  # label: the solve's collision arguments for n targets, and what coal checks successes against
+                "plain": (lambda n: {}, in_scene),
+                "self": (lambda n: {"self_collision": 1}, alone),
+                "scene": (lambda n: {"obstacles": obstacles, "self_collision": 1}, in_scene),
+                "scene per target": (lambda n: {"obstacles": [obstacles] * n, "self_collision": 1}, in_scene),
             }
             plain_rate = 0.0
-            for label, (extra, coal_view) in runs.items():
-                ik_layer.solve(robot, target[:64], **extra)  # warm-up: kernels compiled or loaded
+            for label, (arguments, coal_view) in runs.items():
+                ik_layer.solve(robot, target[:64], **arguments(64))  # warm-up: kernels compiled or loaded
+                extra = arguments(batch)
                 times, result = [], None
                 for k in range(repeats):
                     generator = torch.Generator().manual_seed(2 + k)

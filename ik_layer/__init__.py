@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
-    from ik_layer.collision.shapes import MAX_OBSTACLES, Box, Capsule, Obstacle, Sphere, check_obstacles
+    from ik_layer.collision.shapes import (
+        MAX_BATCH_OBSTACLES,
+        MAX_OBSTACLES,
+        Box,
+        Capsule,
+        Obstacle,
+        Scenes,
+        Sphere,
+        check_obstacles,
+        check_scenes,
+    )
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem, check_collision
     from ik_layer.core.result import IKResult
@@ -71,7 +81,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.core.problem": ("Problem", "check_collision"),
     "ik_layer.core.result": ("IKResult",),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
-    "ik_layer.collision.shapes": ("MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles"),
+    "ik_layer.collision.shapes": (
+        "MAX_BATCH_OBSTACLES",
+        "MAX_OBSTACLES",
+        "Box",
+        "Capsule",
+        "Obstacle",
+        "Scenes",
+        "Sphere",
+        "check_obstacles",
+        "check_scenes",
+    ),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
@@ -90,6 +110,7 @@ __all__ = [
     "IKResult",
     "InputFileError",
     "JointNotFound",
+    "MAX_BATCH_OBSTACLES",
     "MAX_OBSTACLES",
     "MODEL_SUFFIXES",
     "NonFiniteError",
@@ -101,6 +122,7 @@ __all__ = [
     "QUATERNION_NORM_TOLERANCE",
     "Robot",
     "RobotNotFound",
+    "Scenes",
     "ShapeError",
     "SolveOptions",
     "Sphere",
@@ -111,6 +133,7 @@ __all__ = [
     "check_collision",
     "check_obstacles",
     "check_quaternion_norm",
+    "check_scenes",
     "damped_pseudo_inverse",
     "engines",
     "ik",

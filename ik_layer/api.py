@@ -42,7 +42,7 @@ def solve(
     warm_start: Tensor | None = None,
     weights: Tensor | None = None,
     posture: Tensor | None = None,
-    obstacles: Sequence[Obstacle] = (),
+    obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
     generator: torch.Generator | None = None,
     reference: bool = False,
     engine: Engine | None = None,
@@ -68,7 +68,10 @@ def solve(
             the base frame (the world with a floating base) that every answer keeps ``collision_margin`` clear of,
             as it does its own links with ``self_collision=1``; both need the robot's collision spheres
             (``load_robot(..., collision="auto")``). A success is then within the tolerances and collision-free,
-            and ``IKResult.min_distance`` gives each answer's least distance.
+            and ``IKResult.min_distance`` gives each answer's least distance. A list of shapes is one scene shared
+            by every target; a list of lists, one per target (in the targets' flattened order), gives each target
+            its own scene (at most :data:`~ik_layer.MAX_OBSTACLES` shapes each,
+            :data:`~ik_layer.MAX_BATCH_OBSTACLES` in all).
         generator: random generator of the seeds, on the robot's device (reproducible results).
         reference: run the eager torch reference path instead of the fused engine.
         engine: the :class:`~ik_layer.engine.Engine` of ``robot`` to solve on (its store, capacity and block

@@ -332,7 +332,7 @@ class _Core:
         numpy: bool,
         option_changes: dict[str, Any],
         posture: ArrayLike | None = None,
-        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
@@ -353,8 +353,11 @@ class _Core:
             fields["timeout"] = float(timeout)
         if gradient:
             fields["return_gradient"] = True
+        scenes = None  # one list of obstacles per target, sent with its targets
         if obstacles is not None:
-            fields["obstacles"] = _obstacles_field(obstacles)
+            shared, scenes = _scenes_fields(obstacles, n)
+            if shared is not None:
+                fields["obstacles"] = shared
         if scene is not None:
             fields["scene"] = _scene_name(scene)
         if n == 0:
@@ -370,6 +373,8 @@ class _Core:
                 request["warm_start"] = start_rows[a:b]
             if posture_rows is not None:
                 request["posture"] = posture_rows[a:b]
+            if scenes is not None:
+                request["obstacles"] = scenes[a:b]
             return {**request, **fields}
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
@@ -501,17 +506,43 @@ def _robot_path(robot: str, operation: str) -> str:
     return f"/v1/robots/{urllib.parse.quote(robot, safe='')}/{operation}"
 
 
-def _obstacles_field(obstacles: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _obstacles_field(obstacles: object, name: str = "obstacles") -> list[dict[str, Any]]:
     """The ``obstacles`` of a request: mappings in the service's form (checked by the server)."""
     if isinstance(obstacles, (str, bytes, Mapping)) or not isinstance(obstacles, Sequence):
-        raise IKLayerError(f"obstacles must be a list of mappings, got {type(obstacles).__name__}")
+        raise IKLayerError(f"{name} must be a list of mappings, got {type(obstacles).__name__}")
     for k, entry in enumerate(obstacles):
         if not isinstance(entry, Mapping):
             raise IKLayerError(
-                f"obstacles[{k}] must be a mapping such as {{'type': 'sphere', 'center': [x, y, z], 'radius': r}}, "
+                f"{name}[{k}] must be a mapping such as {{'type': 'sphere', 'center': [x, y, z], 'radius': r}}, "
                 f"got {type(entry).__name__}"
             )
     return [dict(entry) for entry in obstacles]
+
+
+def _per_target(obstacles: object) -> bool:
+    """Whether ``obstacles`` holds one list of obstacles per target (a non-empty list of lists)."""
+    return (
+        isinstance(obstacles, Sequence)
+        and not isinstance(obstacles, (str, bytes))
+        and bool(obstacles)
+        and isinstance(obstacles[0], Sequence)
+        and not isinstance(obstacles[0], (str, bytes))
+    )
+
+
+def _scenes_fields(
+    obstacles: object, n: int
+) -> tuple[list[dict[str, Any]], None] | tuple[None, list[list[dict[str, Any]]]]:
+    """The obstacles of ``n`` targets: ``(shared, None)`` for one list for every target (a list of obstacles, or
+    a list of one such list), ``(None, scenes)`` for one list per target."""
+    if not _per_target(obstacles):
+        return _obstacles_field(obstacles), None
+    assert isinstance(obstacles, Sequence)
+    if len(obstacles) == 1:
+        return _obstacles_field(obstacles[0], "obstacles[0]"), None
+    if len(obstacles) != n:
+        raise IKLayerError(f"obstacles: one list of obstacles per target needs {n} lists, got {len(obstacles)}")
+    return None, [_obstacles_field(scene, f"obstacles[{k}]") for k, scene in enumerate(obstacles)]
 
 
 def _scene_name(name: str) -> str:
@@ -726,7 +757,9 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
             obstacles: obstacles every answer keeps ``collision_margin`` clear of, in the service's form (base
                 frame, metres): ``{"type": "sphere", "center": [x, y, z], "radius": r}``, ``{"type": "box",
                 "pose": [x, y, z, qx, qy, qz, qw], "size": [sx, sy, sz]}``, ``{"type": "capsule", "a": [...],
-                "b": [...], "radius": r}``; the answers then carry ``min_distance``.
+                "b": [...], "radius": r}``; the answers then carry ``min_distance``. A list of them for every
+                target, or a list of such lists, one per target (in the targets' flattened order): each target
+                keeps clear of its own.
             scene: the name of a scene registered with :meth:`put_scene`: its obstacles apply too.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
@@ -800,7 +833,7 @@ class Client:
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
-        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
         **option_changes: Any,
     ) -> RemoteIKResult:
@@ -897,7 +930,7 @@ class AsyncClient:
         gradient: bool = False,
         timeout: float | None = None,
         numpy: bool = False,
-        obstacles: Sequence[Mapping[str, Any]] | None = None,
+        obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
         **option_changes: Any,
     ) -> RemoteIKResult:

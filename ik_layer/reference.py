@@ -100,7 +100,7 @@ class _Problem:
         still = (gradient == 0).all(dim=-1)
         if self.collision is None:
             return cost, gradient, torch.full_like(cost, torch.inf), still
-        collision_cost, collision_gradient, least = self.collision.cost_and_gradient(self.robot, q)
+        collision_cost, collision_gradient, least = self.collision.take(rows).cost_and_gradient(self.robot, q)
         cost, gradient = cost + LM.collision_gain * collision_cost, gradient + LM.collision_gain * collision_gradient
         return cost, gradient, least, still
 

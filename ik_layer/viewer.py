@@ -228,7 +228,7 @@ class Viewer:
                 urdf = robot
         self.options = options if options is not None else SolveOptions()
         self.obstacles = _single_shapes(check_obstacles(list(obstacles)))
-        check_collision(self.robot, self.options, self.obstacles)
+        check_collision(self.robot, self.options, (tuple(self.obstacles),))
         self.result: IKResult | None = None
         self.problems: list[str] = []
         self._lock = threading.RLock()

@@ -26,9 +26,11 @@ from ik_layer import (
     Obstacle,
     Problem,
     Robot,
+    Scenes,
     SolveOptions,
     check_collision,
     check_obstacles,
+    check_scenes,
 )
 from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
 from ik_layer.server.schemas import (
@@ -100,7 +102,8 @@ class IKJob:
         timeout: time limit of the request [s], from its arrival.
         weights: error weights of every target, (6,) or (F, 6) (broadcast to the targets); None: ones.
         posture: (n, nq) preferred configurations (one given for all targets repeated), or None.
-        obstacles: the obstacles of the named scene, then the request's own.
+        obstacles: the obstacles of the named scene, then the request's own: one scene for every target, or one
+            per target.
     """
 
     targets: Tensor
@@ -110,7 +113,7 @@ class IKJob:
     timeout: float
     weights: Tensor | None = None
     posture: Tensor | None = None
-    obstacles: tuple[Obstacle, ...] = ()
+    obstacles: Scenes = ((),)
 
     @property
     def rows(self) -> int:
@@ -166,21 +169,28 @@ def obstacle_shapes(given: Sequence[ObstacleInput], field: tuple[str | int, ...]
 
 def _obstacles(
     robot: Robot, request: IKRequest, options: SolveOptions, scenes: Mapping[str, tuple[Obstacle, ...]]
-) -> tuple[Obstacle, ...]:
-    """The named scene's obstacles, then the request's own, checked against the robot's collision model."""
+) -> Scenes:
+    """The named scene's obstacles, then the request's own (one list for every target, or one per target),
+    checked against the robot's collision model."""
     shared: tuple[Obstacle, ...] = ()
     if request.scene is not None:
         if request.scene not in scenes:
             known = f"registered: {_names(sorted(scenes))}" if scenes else "none is registered"
             raise FieldError(("body", "scene"), f"{robot.name} has no scene {request.scene!r}; {known}")
         shared = scenes[request.scene]
-    obstacles = shared + obstacle_shapes(request.obstacles or [], ("body", "obstacles"))
+    given = request.obstacles or []
+    field: tuple[str | int, ...] = ("body", "obstacles")
+    if given and isinstance(given[0], list):  # one list per target (as many as targets: the schema checked)
+        own = [obstacle_shapes(entry, (*field, k)) for k, entry in enumerate(given)]
+        obstacles: list[tuple[Obstacle, ...]] = [shared + entry for entry in own]
+    else:
+        obstacles = [shared + obstacle_shapes(given, field)]
     try:
-        obstacles = check_obstacles(list(obstacles))
-        check_collision(robot, options, obstacles)
+        checked = check_scenes(obstacles, len(request.targets))
+        check_collision(robot, options, checked)
     except IKLayerError as err:
-        raise FieldError(("body", "obstacles" if obstacles else "self_collision"), str(err)) from None
-    return obstacles
+        raise FieldError(field if any(obstacles) else ("body", "self_collision"), str(err)) from None
+    return checked
 
 
 def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> Tensor:

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from ik_layer import (
+    MAX_BATCH_OBSTACLES,
     MAX_OBSTACLES,
     POSTURE_HELP,
     QUATERNION_NORM_TOLERANCE,
@@ -92,7 +93,7 @@ _EXAMPLE_FEET: JsonDict = {  # talos on a floating base, ee_frames [left_sole_li
     "right_sole_link": {"position": [-0.02, -0.1, -1.05], "orientation": [0.0, 0.0, 0.0, 1.0]},
 }
 
-UNION_TAGS = ("<pose>", "<frames>", "<axes>", "<vector>", "<matrix>", "<row>", "<rows>")
+UNION_TAGS = ("<pose>", "<frames>", "<axes>", "<vector>", "<matrix>", "<row>", "<rows>", "<scene>", "<scenes>")
 """Tags of the union members below; :func:`ik_layer.server.decode.parse` drops them from error locations."""
 
 
@@ -254,6 +255,17 @@ ObstacleInput = Annotated[SphereObstacle | BoxObstacle | CapsuleObstacle, Field(
 """An obstacle in the base frame (the world with a floating base), by its ``type``: sphere, box or capsule."""
 
 Obstacles = Annotated[list[ObstacleInput], Field(max_length=MAX_OBSTACLES)]
+
+
+def _scene_or_scenes(value: Any) -> str:
+    return UNION_TAGS[8] if isinstance(value, list) and value and isinstance(value[0], list) else UNION_TAGS[7]
+
+
+SceneObstacles = Annotated[
+    Annotated[Obstacles, Tag(UNION_TAGS[7])] | Annotated[list[Obstacles], Tag(UNION_TAGS[8])],
+    Discriminator(_scene_or_scenes),
+]
+"""Obstacles for every target (a list of obstacles), or one list of them per target."""
 SceneName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="a registered scene's name")]
 
 _EXAMPLE_OBSTACLES: list[JsonValue] = [
@@ -295,11 +307,13 @@ class _IKTargets(_Request):
         "frame, or an object frame name -> 6 numbers (frames left out weigh ones); zeros drop an axis "
         "([1, 1, 1, 0, 0, 0]: position only). Default: ones",
     )
-    obstacles: Obstacles | None = Field(
+    obstacles: SceneObstacles | None = Field(
         None,
         description="obstacles every answer keeps collision_margin clear of (with the scene's, if one is named): "
         "{type: sphere, center, radius}, {type: box, pose, size (full side lengths)} or {type: capsule, a, b, "
-        "radius}, in the base frame [m]; the robot needs collision spheres (collision_spheres in /v1/robots)",
+        "radius}, in the base frame [m]; a list of them for every target, or one list per target (each target "
+        f"keeps clear of its own; at most {MAX_OBSTACLES} each, {MAX_BATCH_OBSTACLES} in all); the robot needs "
+        "collision spheres (collision_spheres in /v1/robots)",
     )
     scene: SceneName | None = Field(
         None, description="a scene registered with PUT /v1/robots/{name}/scenes/{scene}: its obstacles apply too"
@@ -307,14 +321,17 @@ class _IKTargets(_Request):
 
     @model_validator(mode="after")
     def _one_row_per_target(self) -> _IKTargets:
-        per_target = {"warm_start": self.warm_start}
+        per_target: dict[str, list[Any] | None] = {"warm_start": self.warm_start}
         if self.posture and isinstance(self.posture[0], list):
             per_target["posture"] = self.posture
+        if self.obstacles and isinstance(self.obstacles[0], list):
+            per_target["obstacles"] = self.obstacles
         for name, rows in per_target.items():
             if rows is not None and len(rows) != len(self.targets):
                 raise ValueError(
                     f"{name} has {len(rows)} rows but there are {len(self.targets)} targets; give one per target"
                     + (" (or one configuration for all)" if name == "posture" else "")
+                    + (" (or one list of obstacles for all)" if name == "obstacles" else "")
                 )
         return self
 

@@ -137,3 +137,24 @@ def test_the_layer_takes_obstacles_per_call_and_passes_their_gradient(scene) -> 
     assert float(grad_layer.abs().max()) > 0.1
     plain = layer(target)  # without obstacles: the target alone
     assert plain.min_distance is None
+
+
+def test_each_target_gets_the_gradient_of_its_own_scene(scene) -> None:
+    """Two targets, each with its own ball (same place, separate tensors): each answer moves with its own ball
+    as the single target does with it, and not with the other's."""
+    robot, target, centre, radius, q_star = scene
+    options = {"collision_margin": MARGIN, "collision_activation": ACTIVATION}
+    c = centre.clone().requires_grad_(True)
+    alone = ik_layer.ik(robot, target, warm_start=q_star, obstacles=[Sphere(c, radius)], **options)
+    weights = torch.linspace(-1, 1, 7, dtype=F64)
+    (expected,) = torch.autograd.grad((weights * alone).sum(), c)
+    balls = [centre.clone().requires_grad_(True) for _ in range(2)]
+    both = ik_layer.ik(
+        robot, torch.stack([target, target]), warm_start=torch.stack([q_star, q_star]),
+        obstacles=[[Sphere(balls[0], radius)], [Sphere(balls[1], radius)]], **options,
+    )  # fmt: skip
+    for row in range(2):
+        grads = torch.autograd.grad((weights * both[row]).sum(), balls, retain_graph=True)
+        torch.testing.assert_close(grads[row], expected, atol=1e-9, rtol=0)
+        assert float(grads[1 - row].abs().max()) == 0.0
+    assert float(expected.abs().max()) > 0.1

@@ -1,9 +1,11 @@
 """The collision term in the fused LM kernel (ik_layer.engine.collision_step) and its plumbing: the kernel's cost,
 gradient and least distance equal the reference term's (ik_layer.collision.cost) on a fixed and a floating base;
-both stores give the same answers; the obstacle table hands out ranges and a request waits for room; a request's
-answer does not depend on its neighbours' scenes."""
+both stores give the same answers; the obstacle table hands out ranges, grows and shrinks, and a request waits for
+room; a request's answer does not depend on its neighbours' scenes; one scene per target reaches each target's
+slots."""
 
 # No `from __future__ import annotations`: warp reads the test kernel's annotations as live types.
+import numpy as np
 import pytest
 import torch
 import warp as wp
@@ -11,6 +13,7 @@ import warp as wp
 import ik_layer
 from ik_layer import Box, Capsule, Sphere
 from ik_layer.collision.cost import CollisionCost
+from ik_layer.collision.packed import PackedObstacles
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.engine import Engine, open_store
@@ -31,6 +34,11 @@ SCENE = [
 
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def packed(*scenes: list) -> PackedObstacles:
+    """``scenes`` packed as the engine packs them (one: shared by every target)."""
+    return PackedObstacles.of(tuple(tuple(scene) for scene in scenes), F64, torch.device("cpu"))
 
 
 def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
@@ -96,8 +104,8 @@ def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collisio
     assert int(walk) >= 0  # a serial arm: one link's chain holds every other's
     if not spine:
         walk.fill_(-1)
-    scene = slots.obstacles.add(SCENE)
-    assert scene == (0, len(SCENE))
+    scene = slots.obstacles.add(packed(SCENE))
+    assert scene is not None and scene.tolist() == [[0, len(SCENE)]]
     t = kernel_types(robot.chains.layout, robot.dtype)
     out_grad = torch.zeros(q.shape[0], robot.dof, dtype=F64)
     out_cost, out_least, out_exact = (torch.zeros(q.shape[0], dtype=F64) for _ in range(3))
@@ -105,7 +113,7 @@ def test_the_kernel_term_equals_the_reference_term(floating: bool, self_collisio
         collide_kernel(robot), dim=q.shape[0],
         inputs=[
             wp.from_torch(q.contiguous(), dtype=t.vecq), slots.link_chain, slots.spheres, slots.obstacles.struct,
-            wp.vec2i(*scene), self_collision, 0.01, 0.1, wp.from_torch(out_grad, dtype=t.vect),
+            wp.vec2i(*scene[0].tolist()), self_collision, 0.01, 0.1, wp.from_torch(out_grad, dtype=t.vect),
             wp.from_torch(out_cost), wp.from_torch(out_least), wp.from_torch(out_exact),
         ],
         device="cpu",
@@ -136,20 +144,43 @@ def test_both_stores_give_identical_answers_with_collision() -> None:
 
 
 def test_the_obstacle_table_hands_out_the_first_free_range() -> None:
-    table = ObstacleTable(F64, torch.device("cpu"), rows=10)
+    table = ObstacleTable(F64, torch.device("cpu"), rows=10, limit=10)
     four = [Sphere(torch.zeros(4, 3), 0.1)]
-    assert table.add([]) == (0, 0)
-    assert table.add(four) == (0, 4)
-    assert table.add(four) == (4, 4)
-    assert table.add(four) is None  # 2 rows left
-    table.release((0, 4))
-    assert table.add([Sphere([1.0, 2.0, 3.0], 0.5), Box([0, 0, 1, 0, 0, 0, 1], [2, 4, 6])]) == (0, 2)
+
+    def add(*scenes: list) -> list | None:
+        rows = table.add(packed(*scenes))
+        return None if rows is None else rows.tolist()
+
+    assert add([]) == [[0, 0]]
+    assert add(four) == [[0, 4]]
+    assert add(four) == [[4, 4]]
+    assert add(four) is None  # 2 rows left, and the table may not grow
+    table.release(np.array([[0, 4]]))
+    assert add([Sphere([1.0, 2.0, 3.0], 0.5), Box([0, 0, 1, 0, 0, 0, 1], [2, 4, 6])]) == [[0, 2]]
     assert table.fields["pos"][0].tolist() == [1.0, 2.0, 3.0] and float(table.fields["radius"][0]) == 0.5
     assert table.fields["extent"][1].tolist() == [1.0, 2.0, 3.0] and float(table.fields["radius"][1]) == 0
-    assert table.add([Capsule([0, 0, 0], [0, 0, 1], 0.1)]) == (2, 1)
+    assert add([Capsule([0, 0, 0], [0, 0, 1], 0.1)]) == [[2, 1]]
     assert table.fields["extent"][2].tolist() == [0.0, 0.0, 1.0]
-    table.release((4, 4))
-    assert table.add(four) == (3, 4)
+    table.release(np.array([[4, 4]]))
+    assert add(four) == [[3, 4]]
+
+
+def test_the_obstacle_table_places_scenes_back_to_back_growing_and_shrinking() -> None:
+    table = ObstacleTable(F64, torch.device("cpu"), rows=4, limit=16)
+    ball, box = Sphere([1.0, 0.0, 0.0], 0.1), Box([0, 2, 0, 0, 0, 0, 1], [1, 1, 1])
+    first = table.add(packed([box, ball], [], [Sphere(torch.tensor([[3.0, 0, 0], [4, 0, 0]]), 0.2)]))
+    assert first is not None and first.tolist() == [[0, 2], [2, 0], [2, 2]]
+    assert table.rows == 4
+    # each scene's shapes in its own order, whatever their kinds
+    assert table.fields["pos"][:4, 0].tolist() == [0.0, 1.0, 3.0, 4.0] and table.fields["pos"][0, 1] == 2.0
+    second = table.add(packed([ball] * 3, [box] * 2))  # no room in 4 rows: the table doubles, rows kept
+    assert second is not None and second.tolist() == [[4, 3], [7, 2]]
+    assert table.rows == 16 and table.fields["pos"][:4, 0].tolist() == [0.0, 1.0, 3.0, 4.0]
+    assert table.add(packed([ball] * 8)) is None  # 9 rows in use of at most 16
+    struct = table.struct
+    table.release(first)
+    table.release(second)
+    assert table.rows == 4 and table.struct is not struct  # emptied: back to its first size, bound anew
 
 
 def test_a_request_waits_for_room_in_the_obstacle_table() -> None:
@@ -157,11 +188,14 @@ def test_a_request_waits_for_room_in_the_obstacle_table() -> None:
     far = [Sphere(torch.full((TABLE_ROWS // 4, 3), 5.0), 0.1)]  # a whole quarter of the table, out of reach
     target = robot.fk(robot.random_q(5, generator=gen(4)))
     engine = Engine(robot, capacity=8, block=8)
+    engine.slots.obstacles.limit = TABLE_ROWS  # the table may not grow
     requests = [
         engine.submit_problem(Problem.prepare(robot, target[k : k + 1], obstacles=far), seed=k) for k in range(5)
     ]
     engine.step()
-    assert [r.scene for r in requests[:4]] == [(k * TABLE_ROWS // 4, TABLE_ROWS // 4) for k in range(4)]
+    assert [r.scene.tolist() for r in requests[:4] if r.scene is not None] == [
+        [[k * TABLE_ROWS // 4, TABLE_ROWS // 4]] for k in range(4)
+    ]
     assert requests[4].scene is None and requests[4].admitted == 0  # waits: no room
     engine.run()
     assert requests[4].scene is not None
@@ -182,7 +216,7 @@ def test_an_answer_does_not_depend_on_the_neighbours_scenes() -> None:
     other = shared.submit_problem(Problem.prepare(robot, target.flip(0), obstacles=[SCENE[2]]), seed=7)
     again = shared.submit_problem(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
     shared.run()
-    assert other.scene is not None and again.scene is not None and other.scene != again.scene
+    assert other.scene is not None and again.scene is not None and other.scene.tolist() != again.scene.tolist()
     assert torch.equal(mine.result().q, again.result().q)
     assert torch.equal(mine.result().success, again.result().success)
 

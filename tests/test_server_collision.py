@@ -159,6 +159,41 @@ async def test_box_poses_take_every_pose_form(client: httpx.AsyncClient, panda: 
         torch.testing.assert_close(reported(answers), reference)
 
 
+async def test_each_target_keeps_clear_of_its_own_obstacles(client: httpx.AsyncClient, panda: ik_layer.Robot) -> None:
+    """One list of obstacles per target, after a named scene's: each answer's least distance and closest obstacle
+    are those of the named scene's obstacles, then its own; a target with none of its own has the named ones."""
+    targets = free_targets(panda, 5, seed=19)
+    own = [[BALL], [POLE], [], [BALL, POLE], [POLE, BALL]]
+    library = {id(BALL): LIBRARY_SCENE[1], id(POLE): LIBRARY_SCENE[2]}
+    assert (await client.put("/v1/robots/panda/scenes/floor", json={"obstacles": [TABLE]})).status_code == 200
+    answers = await solve(client, targets=targets, scene="floor", obstacles=own, collision_margin=MARGIN)
+    for answer, mine in zip(answers, own, strict=True):
+        scene = [LIBRARY_SCENE[0], *(library[id(entry)] for entry in mine)]
+        cost = CollisionCost.of(panda, scene, ik_layer.SolveOptions.build(collision_margin=MARGIN))
+        assert cost is not None
+        least, pair = cost.closest(panda, torch.tensor(answer["q"], dtype=panda.dtype))
+        assert answer["min_distance"] == pytest.approx(float(least), abs=1e-12)
+        assert answer["closest"]["obstacle"] == int(pair[1]) and answer["closest"]["sphere"] == int(pair[0])
+        assert not answer["success"] or float(least) >= MARGIN
+    assert sum(answer["success"] for answer in answers) >= 4
+    await client.delete("/v1/robots/panda/scenes/floor")
+
+
+async def test_obstacles_per_target_must_match_the_targets(client: httpx.AsyncClient) -> None:
+    pose = [0.3, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0]
+    two = await client.post("/v1/robots/panda/ik", json={"targets": [pose] * 3, "obstacles": [[BALL], [BALL]]})
+    assert_error(two, 422, "obstacles", "2 rows", "3 targets")
+    bad = {**BALL, "radius": -1}
+    inner = await client.post("/v1/robots/panda/ik", json={"targets": [pose] * 2, "obstacles": [[BALL], [bad]]})
+    assert_error(inner, 422, "obstacles", "radius")
+    mixed = await client.post("/v1/robots/panda/ik", json={"targets": [pose] * 2, "obstacles": [[BALL], BALL]})
+    assert_error(mixed, 422, "obstacles")
+    too_many = [[BALL] * (MAX_OBSTACLES + 1), []]
+    over = await client.post("/v1/robots/panda/ik", json={"targets": [pose] * 2, "obstacles": too_many})
+    assert_error(over, 422, "obstacles", str(MAX_OBSTACLES))
+    assert (await client.get("/health")).status_code == 200
+
+
 # --------------------------------------------------------------------------- named scenes
 
 
@@ -292,6 +327,15 @@ async def test_the_client_sends_obstacles_and_scenes_and_reads_min_distance(
         assert torch.equal(torch.as_tensor(result.closest_pair).reshape(-1, 2), pairs)
         plain = await remote.solve("panda", targets)
         assert plain.min_distance is None
+        each = await remote.solve("panda", targets[:2], obstacles=[[SCENE[1]], [SCENE[2]]])
+        transport = httpx.ASGITransport(app=api[0])
+        async with AsyncClient("http://ik.test", transport=transport, max_targets=1) as one_by_one:
+            split = await one_by_one.solve("panda", targets[:2], obstacles=[[SCENE[1]], [SCENE[2]]])  # own ones along
+        for answer in (each, split):
+            assert answer.min_distance is not None
+            for row in range(2):
+                alone = least_distance(panda, answer.q[row : row + 1].tolist(), [LIBRARY_SCENE[1 + row]])
+                torch.testing.assert_close(answer.min_distance[row : row + 1], alone, atol=1e-12, rtol=0)
         assert await remote.delete_scene("panda", "table") == 1
         with pytest.raises(InvalidRequest, match="table"):
             await remote.solve("panda", targets, scene="table")

@@ -11,13 +11,14 @@ configuration within the pose tolerances is a success.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from ik_layer.collision.model import RobotSpheres
-from ik_layer.collision.shapes import Obstacle, flattened
+from ik_layer.collision.packed import PackedObstacles
+from ik_layer.collision.shapes import Obstacle, Scenes, as_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.model.robot import Robot
 
@@ -30,34 +31,49 @@ class CollisionCost:
 
     Attributes:
         spheres: the robot's collision model.
-        obstacles: the obstacles, on the robot's device and dtype (each may hold a batch of its shape).
+        obstacles: the obstacles (one scene shared by every target, or one per target), on the robot's device and
+            dtype.
         self_collision: whether the robot's self-collision pairs count.
         margin: the least distance of a collision-free pair [m].
         activation: how far beyond the margin a pair starts to cost [m].
     """
 
     spheres: RobotSpheres
-    obstacles: tuple[Obstacle, ...]
+    obstacles: PackedObstacles
     self_collision: bool
     margin: float
     activation: float
 
     @staticmethod
-    def of(robot: Robot, obstacles: Sequence[Obstacle], options: SolveOptions) -> CollisionCost | None:
-        """The collision term of a solve with ``obstacles`` and ``options`` (its ``self_collision``,
-        ``collision_margin`` and ``collision_activation``), or None where neither obstacles nor self-collision
-        are asked for."""
-        if robot.collision is None or not (obstacles or options.self_collision):
+    def of(
+        robot: Robot, obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] | Scenes, options: SolveOptions
+    ) -> CollisionCost | None:
+        """The collision term of a solve among checked ``obstacles`` (a list of shapes: one scene for every target;
+        a list of lists: one scene per target, see :func:`~ik_layer.collision.shapes.check_scenes`) with
+        ``options`` (its ``self_collision``, ``collision_margin`` and ``collision_activation``), or None where
+        neither obstacles nor self-collision are asked for."""
+        scenes = as_scenes(obstacles)
+        if robot.collision is None or not (any(scenes) or options.self_collision):
             return None  # (Problem refuses obstacles and self-collision for a robot without spheres)
-        moved = tuple(flattened(shape, robot.dtype, robot.device) for shape in obstacles)
+        packed = PackedObstacles.of(scenes, robot.dtype, robot.device)
         margin, activation = options.collision_margin, options.collision_activation
-        return CollisionCost(robot.collision, moved, bool(options.self_collision), margin, activation)
+        return CollisionCost(robot.collision, packed, bool(options.self_collision), margin, activation)
+
+    def take(self, rows: Tensor) -> CollisionCost:
+        """The term of the targets ``rows`` (a 1-d index) alone: their scenes, as a batch."""
+        return replace(self, obstacles=self.obstacles.take(rows))
+
+    def reshaped(self, batch: Sequence[int]) -> CollisionCost:
+        """The term with the scenes' batch shape ``batch`` (the targets'), when there is one scene per target."""
+        return self if not self.obstacles.scenes else replace(self, obstacles=self.obstacles.reshaped(batch))
 
     def distances(self, centres: Tensor) -> Tensor:
         """Signed distances (..., P) of every pair, the robot's sphere centres ``centres`` (..., S, 3) given:
-        each sphere against each obstacle (sphere-major), then the self-collision pairs."""
-        radii = self.spheres.radii[:, None]
-        parts = [(shape.signed_distance(centres[..., :, None, :]) - radii).flatten(-2) for shape in self.obstacles]
+        each sphere against each shape of its scene (sphere-major, padding +inf), then the self-collision pairs.
+        One scene per target: the scenes' batch leads ``centres``'s batch."""
+        parts = []
+        if self.obstacles:
+            parts.append(self.obstacles.distances(centres, self.spheres.radii).flatten(-2))
         if self.self_collision:
             parts.append(self.spheres.pair_distances(centres))
         if not parts:
@@ -71,21 +87,20 @@ class CollisionCost:
     def closest(self, robot: Robot, q: Tensor) -> tuple[Tensor, Tensor]:
         """The least distance (...) over the pairs at ``q`` (..., nq) (+inf without pairs) and its pair (..., 2)
         int64, as :attr:`ik_layer.IKResult.closest_pair` gives it: the robot's sphere, then an obstacle's index
-        in the flattened obstacles (``>= 0``) or ``-1 - j`` for the robot's sphere ``j`` (self-collision); -1, -1
-        without pairs."""
+        in its target's flattened scene (``>= 0``) or ``-1 - j`` for the robot's sphere ``j`` (self-collision); -1,
+        -1 without pairs."""
         d = self.distances(self.spheres.centres(robot, q, jacobian=False)[0])
         pair = torch.full((*d.shape[:-1], 2), -1, dtype=torch.long, device=d.device)
         if not d.shape[-1]:
             return _least(d), pair
         least, index = d.min(-1)
-        spheres, start, obstacle = self.spheres.radii.shape[0], 0, 0
-        for shape in self.obstacles:  # each: (S, m) distances, sphere-major
-            m = shape.batch[0]
-            at = (index >= start) & (index < start + spheres * m)
-            local = index - start
-            pair[..., 0] = torch.where(at, local // m, pair[..., 0])
-            pair[..., 1] = torch.where(at, obstacle + local % m, pair[..., 1])
-            start, obstacle = start + spheres * m, obstacle + m
+        width = self.obstacles.width
+        start = self.spheres.radii.shape[0] * width  # the self pairs' first column
+        if width:
+            at = (index < start) & torch.isfinite(least)
+            pair[..., 0] = torch.where(at, index // width, pair[..., 0])
+            obstacle = self.obstacles.obstacle_of((index % width).clamp_max(width - 1))
+            pair[..., 1] = torch.where(at, obstacle, pair[..., 1])
         if self.self_collision:
             at = index >= start
             ends = self.spheres.pairs[(index - start).clamp(0, max(self.spheres.pairs.shape[0] - 1, 0))]

@@ -13,6 +13,7 @@ shapes, non-finite values, radii or side lengths that are not positive, a pose t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -21,7 +22,19 @@ from torch import Tensor
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import as_transform
 
-__all__ = ["MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere", "check_obstacles", "flattened"]
+__all__ = [
+    "MAX_BATCH_OBSTACLES",
+    "MAX_OBSTACLES",
+    "Box",
+    "Capsule",
+    "Obstacle",
+    "Scenes",
+    "Sphere",
+    "as_scenes",
+    "check_obstacles",
+    "check_scenes",
+    "flattened",
+]
 
 
 def _tensor(value: object, name: str, last: int | None) -> Tensor:
@@ -134,22 +147,63 @@ MAX_OBSTACLES = 1024
 robot sphere against each obstacle)."""
 
 
-def check_obstacles(obstacles: object) -> tuple[Obstacle, ...]:
-    """``obstacles`` (a sequence of shapes) as a tuple, checked: an :class:`~ik_layer.IKLayerError` for anything
-    else or more than :data:`MAX_OBSTACLES`."""
+MAX_BATCH_OBSTACLES = 1 << 18
+"""The most obstacles one solve takes over all its targets' scenes together (one scene per target)."""
+
+Scenes = tuple[tuple[Obstacle, ...], ...]
+"""The obstacles of a solve by scene: one scene shared by every target, or one scene per target."""
+
+
+def check_obstacles(obstacles: object, name: str = "obstacles") -> tuple[Obstacle, ...]:
+    """``obstacles`` (a sequence of shapes) as a tuple, checked: an :class:`~ik_layer.IKLayerError` naming
+    ``name`` for anything else or more than :data:`MAX_OBSTACLES`."""
     if isinstance(obstacles, (Sphere, Box, Capsule)):
         obstacles = [obstacles]
     if not isinstance(obstacles, (list, tuple)):
-        raise IKLayerError(
-            f"obstacles must be a list of ik_layer.Sphere, Box and Capsule, got {type(obstacles).__name__}"
-        )
+        raise IKLayerError(f"{name} must be a list of ik_layer.Sphere, Box and Capsule, got {type(obstacles).__name__}")
     for k, shape in enumerate(obstacles):
         if not isinstance(shape, (Sphere, Box, Capsule)):
-            raise IKLayerError(f"obstacles[{k}] must be an ik_layer.Sphere, Box or Capsule, got {type(shape).__name__}")
+            raise IKLayerError(f"{name}[{k}] must be an ik_layer.Sphere, Box or Capsule, got {type(shape).__name__}")
     count = sum(_count(shape) for shape in obstacles)
     if count > MAX_OBSTACLES:
-        raise IKLayerError(f"obstacles: {count} shapes, more than {MAX_OBSTACLES}")
+        raise IKLayerError(f"{name}: {count} shapes, more than {MAX_OBSTACLES}")
     return tuple(obstacles)
+
+
+def check_scenes(obstacles: object, targets: int) -> Scenes:
+    """``obstacles`` as scenes, checked: a sequence of shapes is one scene shared by every target; a sequence of
+    ``targets`` sequences of shapes is one scene per target (in the targets' flattened order), and a sequence of
+    one sequence is that scene for every target.
+
+    Raises:
+        IKLayerError: anything else (the message names the entry), a scene of more than :data:`MAX_OBSTACLES`, or
+            more than :data:`MAX_BATCH_OBSTACLES` over all scenes.
+    """
+    if not _per_target(obstacles):
+        return (check_obstacles(obstacles),)
+    assert isinstance(obstacles, (list, tuple))
+    if len(obstacles) not in (1, targets):
+        raise IKLayerError(
+            f"obstacles: one scene per target needs {targets} lists of shapes (one per target), got {len(obstacles)}"
+        )
+    scenes = tuple(check_obstacles(scene, f"obstacles[{k}]") for k, scene in enumerate(obstacles))
+    count = sum(_count(shape) for scene in scenes for shape in scene)
+    if count > MAX_BATCH_OBSTACLES:
+        raise IKLayerError(f"obstacles: {count} shapes over all scenes, more than {MAX_BATCH_OBSTACLES}")
+    return scenes
+
+
+def as_scenes(obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] | Scenes) -> Scenes:
+    """Checked ``obstacles`` as :data:`Scenes`: a sequence of shapes is one scene, a sequence of sequences one
+    scene each."""
+    if _per_target(obstacles):
+        return tuple(tuple(scene) for scene in obstacles)  # type: ignore[arg-type]
+    return (tuple(obstacles),)  # type: ignore[arg-type]
+
+
+def _per_target(obstacles: object) -> bool:
+    """Whether ``obstacles`` is a non-empty sequence of sequences (one scene per target)."""
+    return isinstance(obstacles, (list, tuple)) and bool(obstacles) and isinstance(obstacles[0], (list, tuple))
 
 
 _TRAILING = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions

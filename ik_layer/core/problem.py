@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ik_layer.collision.shapes import Obstacle, check_obstacles
+from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import host_values
@@ -38,7 +38,8 @@ class Problem:
         weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target.
         warm_start: (n, nq) first seeds, or None.
         posture: (n, nq) preferred configurations, or None.
-        obstacles: the obstacles every target's answer keeps clear of (in the base frame).
+        obstacles: the obstacles the targets' answers keep clear of (in the base frame): one scene shared by every
+            target, or one scene per target (see :func:`~ik_layer.collision.shapes.check_scenes`).
         options: the resolved solver options.
     """
 
@@ -47,7 +48,7 @@ class Problem:
     weights: Tensor
     warm_start: Tensor | None = None
     posture: Tensor | None = None
-    obstacles: tuple[Obstacle, ...] = ()
+    obstacles: Scenes = ((),)
     options: SolveOptions
 
     @staticmethod
@@ -59,7 +60,7 @@ class Problem:
         warm_start: Tensor | None = None,
         weights: Tensor | None = None,
         posture: Tensor | None = None,
-        obstacles: Sequence[Obstacle] = (),
+        obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
         **option_changes: Any,
     ) -> Problem:
         """Check the arguments of :func:`ik_layer.solve` (same names and meaning) and flatten the per-target ones.
@@ -71,21 +72,21 @@ class Problem:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         _check_terms(robot, opts)
-        shapes = check_obstacles(obstacles)
-        check_collision(robot, opts, shapes)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
+        scenes = check_scenes(obstacles, n)
+        check_collision(robot, opts, scenes)
         return Problem(
             batch=batch,
             target=flat,
             weights=_weights(robot, weights, batch, n),
             warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
             posture=_per_target(robot, posture, batch, n, "posture"),
-            obstacles=shapes,
+            obstacles=scenes,
             options=opts,
         )
 
@@ -101,7 +102,7 @@ class Problem:
         *,
         warm_start: Tensor | None,
         posture: Tensor | None,
-        obstacles: Sequence[Obstacle] = (),
+        obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
     ) -> Problem:
         """This problem's targets and weights with other ``options``, ``warm_start`` and ``posture`` (``(nq,)`` or
         ``(n, nq)``) and ``obstacles``, checked against ``robot`` as :meth:`prepare` checks them.
@@ -110,12 +111,12 @@ class Problem:
             IKLayerError: an argument is invalid; the message names it.
         """
         _check_terms(robot, options)
-        shapes = check_obstacles(obstacles)
-        check_collision(robot, options, shapes)
+        scenes = check_scenes(obstacles, self.rows)
+        check_collision(robot, options, scenes)
         return replace(
             self,
             options=options,
-            obstacles=shapes,
+            obstacles=scenes,
             warm_start=None if warm_start is None else robot.check_q(warm_start.to(robot.device), "warm_start"),
             posture=None if posture is None else robot.check_q(posture.to(robot.device), "posture"),
         )
@@ -130,6 +131,7 @@ class Problem:
             weights=self.weights[rows],
             warm_start=None if self.warm_start is None else self.warm_start[rows],
             posture=None if self.posture is None else self.posture[rows],
+            obstacles=self.obstacles if len(self.obstacles) == 1 else self.obstacles[rows],
         )
 
 
@@ -142,9 +144,9 @@ def _check_terms(robot: Robot, options: SolveOptions) -> None:
         )
 
 
-def check_collision(robot: Robot, options: SolveOptions, obstacles: Sequence[Obstacle]) -> None:
+def check_collision(robot: Robot, options: SolveOptions, scenes: Scenes) -> None:
     """Refuse obstacles or self-collision for a robot without collision spheres."""
-    if (obstacles or options.self_collision) and robot.collision is None:
+    if (any(scenes) or options.self_collision) and robot.collision is None:
         raise IKLayerError(
             f"robot {robot.name!r} has no collision spheres: load it with load_robot(..., collision=...) (a sphere "
             "file, or 'auto' for a built-in robot or a URDF with collision primitives) to solve with obstacles or "

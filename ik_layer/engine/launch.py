@@ -21,7 +21,8 @@ class BlockLauncher:
 
     One recorded launch per set of secondary terms the slots have used (:attr:`Slots.terms_used`) and whether they
     checked collision (:attr:`Slots.collision_used`): a plain solve runs the kernel without either. The arguments
-    (the robot's chains, the collision spheres, the obstacle table and the slots' warp views) are bound once; each call
+    (the robot's chains, the collision spheres, the obstacle table and the slots' warp views) are bound once (again
+    when the obstacle table grows or shrinks); each call
     replays the launch with a new ``block`` and does not wait for it to finish (on CUDA it is
     queued on torch's current stream, as the store gives it; on the CPU warp runs it before returning).
     Over a host store the launch skips warp's per-call argument packing (see :func:`_cpu_arguments`).
@@ -59,7 +60,7 @@ class BlockLauncher:
         """The recorded launch of the kernel with the secondary ``terms`` and, if ``collision``, the collision term
         compiled in, recorded at its first use."""
         launch = self._launches.get((terms, collision))
-        if launch is None:
+        if launch is None or launch.table is not self.slots.obstacles.struct:
             slots = self.slots
             spheres = slots.sphere_layout if collision else None
             kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms, spheres)
@@ -69,7 +70,8 @@ class BlockLauncher:
                     kernel, dim=slots.capacity, inputs=[*inputs, 1], device=self.device, record_cmd=True
                 )
             cpu_args = _cpu_arguments(command) if isinstance(slots, HostStore) else None
-            launch = self._launches[terms, collision] = _Launch(command, slots.capacity, cpu_args)
+            table = slots.obstacles.struct
+            launch = self._launches[terms, collision] = _Launch(command, slots.capacity, cpu_args, table)
         return launch
 
 
@@ -78,11 +80,13 @@ _BLOCK_INDEX = 6  # the launch's inputs: chain, problem, state, link_chain, sphe
 
 @dataclass
 class _Launch:
-    """One recorded launch: the command, the rows it was last set to, and its CPU argument struct (if built)."""
+    """One recorded launch: the command, the rows it was last set to, its CPU argument struct (if built) and the
+    obstacle table's struct it binds."""
 
     command: wp.Launch
     rows: int
     cpu_args: ctypes.Structure | None
+    table: object
 
 
 def _cpu_arguments(command: wp.Launch) -> ctypes.Structure | None:

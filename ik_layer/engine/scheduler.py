@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.collision.cost import CollisionCost
-from ik_layer.collision.shapes import Obstacle
+from ik_layer.collision.shapes import Obstacle, Scenes, as_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem, check_collision
 from ik_layer.core.result import IKResult, frame_errors
@@ -68,7 +68,8 @@ class Request:
         options: the solver options of every target; seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
         collision: the collision term of every target (its obstacles, self-collision), or None.
-        scene: the rows (first, count) of the request's obstacles in the engine's table once placed, else None.
+        scene: int32 (1, 2) or (n, 2): the rows (first, count) of the targets' scene (one shared, or one per
+            target) in the engine's obstacle table once placed, else None.
         q: (n, nq) best configurations (the answer once :attr:`done` is set).
         done: set when every target has retired.
         unreachable: (n,) bool numpy, the targets out of the robot's reach, given a short budget (see
@@ -84,7 +85,7 @@ class Request:
     deadline: float | None
     initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
     collision: CollisionCost | None = field(default=None, repr=False)
-    scene: tuple[int, int] | None = None
+    scene: np.ndarray | None = None
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -172,10 +173,18 @@ class Request:
             seen = ~torch.isnan(self.least)  # measured by the kernel: its pairs in the model's sphere indices
             self.pair[seen] = _model_pairs(self.pair[seen].long().cpu(), sphere_order).to(self.pair)
             if not bool(seen.all()):  # measured here where the kernel did not
-                least, pair = self.collision.closest(robot, self.q[~seen])
+                rows = torch.nonzero(~seen).squeeze(-1)
+                least, pair = self.collision.take(rows).closest(robot, self.q[rows])
                 self.least[~seen] = least
                 self.pair[~seen] = pair.to(self.pair)
         self.done.set()
+
+
+def _scenes_of(scene: np.ndarray | None, rows: np.ndarray) -> tuple[int, int] | np.ndarray:
+    """The table rows (first, count) of the targets ``rows``' scenes: one pair for a shared scene, else (k, 2)."""
+    if scene is None:
+        return 0, 0
+    return (int(scene[0, 0]), int(scene[0, 1])) if len(scene) == 1 else scene[rows]
 
 
 def _model_pairs(pairs: Tensor, sphere_order: Tensor) -> Tensor:
@@ -250,7 +259,7 @@ class Engine:
         seed: int = 0,
         deadline: float | None = None,
         give_up: bool = True,
-        obstacles: Sequence[Obstacle] = (),
+        obstacles: Sequence[Obstacle] | Scenes = (),
     ) -> Request:
         """Queue a request (thread-safe) and return it; :meth:`step` does the work.
 
@@ -268,12 +277,14 @@ class Engine:
             give_up: give the targets that lie out of the robot's reach (over their weighted position axes,
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
-            obstacles: checked obstacles every target's answer keeps clear of (see :func:`ik_layer.solve`); with
+            obstacles: checked obstacles the targets' answers keep clear of: one scene for every target, or
+                :data:`~ik_layer.collision.shapes.Scenes` of one per target (see :func:`ik_layer.solve`); with
                 them or ``options.self_collision`` the robot needs collision spheres. The request waits in the
                 queue until the engine's obstacle table has room for them.
         """
-        check_collision(self.robot, options, obstacles)
-        collision = CollisionCost.of(self.robot, obstacles, options)
+        scenes = as_scenes(obstacles)
+        check_collision(self.robot, options, scenes)
+        collision = CollisionCost.of(self.robot, scenes, options)
         n = target.shape[0]
         if weights is None:
             weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
@@ -396,8 +407,10 @@ class Engine:
     def _place_scene(self, request: Request) -> bool:
         """Whether ``request``'s obstacles are in the obstacle table, placing them there if there is room."""
         if request.scene is None:
-            shapes = () if request.collision is None else request.collision.obstacles
-            request.scene = self.slots.obstacles.add(shapes)
+            if request.collision is None:
+                request.scene = np.zeros((1, 2), dtype=np.int32)
+            else:
+                request.scene = self.slots.obstacles.add(request.collision.obstacles)
         return request.scene is not None
 
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
@@ -415,7 +428,7 @@ class Engine:
         self.slots.admit(
             into, arrays.target[of], arrays.start[of, k] if k < request.given else None, request.options,
             weights=arrays.weights[of], seed=request.seed, rng_offset=rng_offset,
-            posture=None if arrays.posture is None else arrays.posture[of], scene=request.scene or (0, 0),
+            posture=None if arrays.posture is None else arrays.posture[of], scene=_scenes_of(request.scene, rows),
         )  # fmt: skip
         unreachable = request.unreachable[at]
         if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'

@@ -239,7 +239,7 @@ class Slots(ABC, Generic[StoreArray]):
         seed: int = 0,
         rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
         posture: Tensor | StoreArray | None = None,
-        scene: tuple[int, int] = (0, 0),
+        scene: tuple[int, int] | np.ndarray = (0, 0),
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
@@ -252,8 +252,8 @@ class Slots(ABC, Generic[StoreArray]):
         device or this store's arrays. Budgets and tolerances come from ``options``; ``weights`` (k, [F,] 6)
         default to ones; ``posture`` (k, nq), if given, is pulled towards in the null space and preferred among
         successes (None: no posture for these slots). ``scene`` (first row, count) are the slots' obstacles in
-        :attr:`obstacles`; with them or ``options.self_collision`` the robot's spheres must exist. The slots' restart
-        RNG streams are
+        :attr:`obstacles`, shared, or a host array (k, 2) of them per slot; with them or
+        ``options.self_collision`` the robot's spheres must exist. The slots' restart RNG streams are
         ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot indices. Values are not validated
         (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
@@ -278,12 +278,17 @@ class Slots(ABC, Generic[StoreArray]):
         for k, gain in enumerate(gains):
             put["gains"][idx, k] = gain
         self.terms_used |= used_terms(gains)
-        put["scene"][idx, 0] = scene[0]
-        put["scene"][idx, 1] = scene[1]
+        if isinstance(scene, tuple):
+            put["scene"][idx, 0] = scene[0]
+            put["scene"][idx, 1] = scene[1]
+            with_obstacles = scene[1] > 0
+        else:
+            put["scene"][idx] = self.stage(np.asarray(scene, dtype=np.int32).reshape(-1)).reshape(-1, 2)
+            with_obstacles = bool(scene[:, 1].any())
         put["self_collision"][idx] = options.self_collision
         put["collision"][idx, 0] = options.collision_margin
         put["collision"][idx, 1] = options.collision_activation
-        self.collision_used |= bool(scene[1] or options.self_collision)
+        self.collision_used |= with_obstacles or bool(options.self_collision)
         if posture is not None:
             put["posture"][idx] = value(posture)
         if q is None:

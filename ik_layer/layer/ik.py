@@ -35,7 +35,8 @@ quaternion through the exponential map.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -44,7 +45,7 @@ from torch import Tensor, nn
 
 from ik_layer.api import solve
 from ik_layer.collision.cost import CollisionCost
-from ik_layer.collision.shapes import Obstacle, check_obstacles
+from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
 from ik_layer.core.lm import LM
 from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.exceptions import IKLayerError, ShapeError
@@ -103,7 +104,8 @@ def ik_solve(
     gains = gains_of(opts, posture is not None)
     if posture is not None:  # as the solve took it: one per target row
         posture = posture.expand_as(result.q)
-    obstacles = check_obstacles(solve_arguments.get("obstacles", ()))
+    batch = result.q.shape[:-1]
+    obstacles = check_scenes(solve_arguments.get("obstacles", ()), math.prod(batch))
     collides = CollisionCost.of(robot, obstacles, opts) is not None
 
     def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor, *tensors: Tensor) -> Tensor:
@@ -115,10 +117,9 @@ def ik_solve(
         weighted = (sqrt_w[..., None] * _tool_jacobian(robot, pose, jac, tool_, base_)).flatten(dq.dim() - 1, -2)
         grad = secondary_gradient(robot, q, jac.flatten(dq.dim() - 1, -2), posture, gains)
         if collides:
-            moved = _with_tensors(obstacles, tensors)
-            collision = CollisionCost.of(robot, moved, opts)
+            collision = CollisionCost.of(robot, _with_tensors(obstacles, tensors), opts)
             assert collision is not None  # as above
-            grad = grad + LM.collision_gain * collision.gradient(robot, q)
+            grad = grad + LM.collision_gain * collision.reshaped(batch).gradient(robot, q)
         return torch.cat((r, _null_space_part(weighted, grad)), -1)
 
     jac = None  # the secondary rows' Jacobian: by autograd
@@ -164,7 +165,7 @@ class IKLayer(nn.Module):
         target: Tensor,
         tool: Tensor | None = None,
         base: Tensor | None = None,
-        obstacles: Sequence[Obstacle] | None = None,
+        obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] | None = None,
     ) -> IKResult:
         """Solve for ``target`` (..., 4, 4) or (..., 7) (among ``obstacles``, if given: they replace the layer's);
         ``result.q`` is differentiable."""
@@ -186,19 +187,23 @@ def target_gradient(robot: Robot, q: Tensor, weights: Tensor | None = None) -> T
     return (damped_pseudo_inverse(weighted) * scale).unflatten(-1, (*robot.target_shape[:-2], 6))
 
 
-def _obstacle_tensors(obstacles: Sequence[Obstacle]) -> list[Tensor]:
-    """The tensors of ``obstacles`` (centres, radii, poses, sizes, end points), in order: inputs of the layer."""
-    return [tensor for shape in obstacles for tensor in vars(shape).values()]
+def _obstacle_tensors(scenes: Scenes) -> list[Tensor]:
+    """The tensors of the obstacles of ``scenes`` (centres, radii, poses, sizes, end points), in order: inputs
+    of the layer."""
+    return [tensor for scene in scenes for shape in scene for tensor in vars(shape).values()]
 
 
-def _with_tensors(obstacles: Sequence[Obstacle], tensors: Sequence[Tensor]) -> list[Obstacle]:
-    """``obstacles`` holding ``tensors`` (as :func:`_obstacle_tensors` lists them) instead of their own."""
+def _with_tensors(scenes: Scenes, tensors: Sequence[Tensor]) -> Scenes:
+    """``scenes`` whose obstacles hold ``tensors`` (as :func:`_obstacle_tensors` lists them) instead of their
+    own."""
     given = iter(tensors)
-    moved: list[Obstacle] = []
-    for shape in obstacles:
-        fields: dict[str, Any] = {name: next(given) for name in vars(shape)}
-        moved.append(replace(shape, **fields))
-    return moved
+    return tuple(tuple(_holding(shape, given) for shape in scene) for scene in scenes)
+
+
+def _holding(shape: Obstacle, given: Iterator[Tensor]) -> Obstacle:
+    """``shape`` with its tensors taken in order from ``given``."""
+    fields: dict[str, Any] = {name: next(given) for name in vars(shape)}
+    return replace(shape, **fields)
 
 
 def _per_frame(robot: Robot, base: Tensor) -> Tensor:

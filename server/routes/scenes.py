@@ -61,7 +61,7 @@ def _scene_obstacles(loaded: Loaded, body: bytes) -> tuple[Obstacle, ...]:
     """
     obstacles = obstacle_shapes(parse(SceneRequest, body).obstacles, ("body", "obstacles"))
     try:
-        check_collision(loaded.robot, SolveOptions.build(), obstacles)
+        check_collision(loaded.robot, SolveOptions.build(), (obstacles,))
     except IKLayerError as err:
         raise FieldError(("body", "obstacles"), str(err)) from None
     return obstacles

@@ -1,0 +1,173 @@
+"""Obstacles packed for batched distances: grouped by shape, one scene shared by every target or one per target.
+
+A scene is the obstacles one target keeps clear of, each batched shape counting its batch (flattened, in order).
+:class:`PackedObstacles` holds the scenes of a solve as one padded batch per shape kind: ``(*scenes, m)`` shapes,
+``scenes`` the scenes' batch shape (``()`` for one shared scene, the targets' otherwise) and ``m`` the most shapes of
+that kind in one scene. Padding entries are harmless unit shapes whose distances read ``+inf``. Built from the
+user's shapes with differentiable tensor operations, so that gradients reach their tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ik_layer.collision.shapes import Box, Capsule, Obstacle, Scenes, Sphere, flattened
+
+__all__ = ["PackedObstacles"]
+
+_KINDS: tuple[type[Obstacle], ...] = (Sphere, Box, Capsule)
+
+_OWN_DIMS = {"center": 1, "radius": 0, "pose": 2, "size": 1, "a": 1, "b": 1}  # each field's own dimensions
+
+
+@dataclass(frozen=True)
+class PackedObstacles:
+    """The scenes of one solve, packed by shape kind (see the module's docstring).
+
+    Attributes:
+        groups: the shapes of each kind present, ``(*scenes, m)`` each (padded).
+        index: per group, ``(*scenes, m)`` int64: each shape's index in its scene; -1 for padding.
+        counts: ``(*scenes,)`` int64: the obstacles of each scene.
+    """
+
+    groups: tuple[Obstacle, ...]
+    index: tuple[Tensor, ...]
+    counts: Tensor
+
+    @staticmethod
+    def of(scenes: Scenes, dtype: torch.dtype, device: torch.device) -> PackedObstacles:
+        """Pack ``scenes`` (one: shared, scene shape ``()``; else one per target, scene shape ``(n,)``), their
+        tensors in ``dtype`` on ``device``."""
+        n = len(scenes)
+        counts = torch.zeros(n, dtype=torch.long)
+        parts: dict[type[Obstacle], list[tuple[int, int, Obstacle]]] = {kind: [] for kind in _KINDS}
+        for k, scene in enumerate(scenes):
+            at = 0
+            for shape in scene:
+                flat = _flat(shape, dtype, device)
+                parts[type(shape)].append((k, at, flat))
+                at += _rows(flat)
+            counts[k] = at
+        groups, index = [], []
+        for kind, entries in parts.items():
+            if entries:
+                group, where = _padded(kind, entries, n, dtype, device)
+                groups.append(group)
+                index.append(where)
+        packed = PackedObstacles(tuple(groups), tuple(index), counts.to(device))
+        return packed.reshaped(()) if n == 1 else packed
+
+    @property
+    def scenes(self) -> tuple[int, ...]:
+        """The scenes' batch shape: ``()`` for one shared scene."""
+        return tuple(self.counts.shape)
+
+    @property
+    def width(self) -> int:
+        """The shapes of all groups in one scene, padding included."""
+        return sum(where.shape[-1] for where in self.index)
+
+    def __bool__(self) -> bool:
+        return self.width > 0
+
+    def reshaped(self, scenes: Sequence[int]) -> PackedObstacles:
+        """These scenes with the batch shape ``scenes`` (the same number of scenes)."""
+        scenes = tuple(scenes)
+        groups = tuple(
+            _built(g, {name: t.reshape(*scenes, *t.shape[len(self.scenes) :]) for name, t in vars(g).items()})
+            for g in self.groups
+        )
+        index = tuple(where.reshape(*scenes, where.shape[-1]) for where in self.index)
+        return PackedObstacles(groups, index, self.counts.reshape(scenes))
+
+    def take(self, rows: Tensor) -> PackedObstacles:
+        """The scenes of the targets ``rows`` (a 1-d index), as a batch of them; one shared scene stays as it
+        is."""
+        if not self.scenes:
+            return self
+        groups = tuple(_built(g, {name: t[rows] for name, t in vars(g).items()}) for g in self.groups)
+        return PackedObstacles(groups, tuple(where[rows] for where in self.index), self.counts[rows])
+
+    def distances(self, centres: Tensor, radii: Tensor) -> Tensor:
+        """Signed distances (..., S, W) between spheres of ``radii`` (S,) centred at ``centres`` (..., S, 3) and
+        each scene's shapes (:attr:`width` columns, group by group; padding +inf). The scenes' batch shape aligns
+        with the leading dimensions of ``centres``'s batch."""
+        lead = centres.dim() - 2 - len(self.scenes)  # batch dimensions beyond the scenes'
+        points = centres[..., :, None, :]
+        columns = []
+        for group, where in zip(self.groups, self.index, strict=True):
+            aligned = _built(group, {name: self._aligned(t, lead) for name, t in vars(group).items()})
+            d = aligned.signed_distance(points) - radii[:, None]
+            columns.append(torch.where(self._aligned(where, lead) >= 0, d, torch.inf))
+        if not columns:
+            return centres.new_zeros(*centres.shape[:-1], 0)
+        return torch.cat(columns, -1)
+
+    def obstacle_of(self, column: Tensor) -> Tensor:
+        """The index in its scene of the shape in ``column`` (...) of :meth:`distances` (the batch of ``column``
+        starts with the scenes')."""
+        where = torch.cat(self.index, -1)  # (*scenes, W)
+        lead = column.dim() - len(self.scenes)
+        where = where.reshape(*self.scenes, *([1] * lead), where.shape[-1]).expand(*column.shape, -1)
+        return where.gather(-1, column[..., None]).squeeze(-1)
+
+    def _aligned(self, t: Tensor, lead: int) -> Tensor:
+        """The group tensor ``t`` (*scenes, m, own...) shaped to broadcast against points
+        (..., S, 1, 3): (*scenes, 1 x lead, 1, m, own...)."""
+        k = len(self.scenes)
+        return t.reshape(*t.shape[:k], *([1] * (lead + 1)), *t.shape[k:])
+
+
+def _flat(shape: Obstacle, dtype: torch.dtype, device: torch.device) -> Obstacle:
+    """``shape`` in ``dtype`` on ``device``, its batch flattened to one dimension (an unbatched shape: one row)."""
+    fields = vars(shape)
+    if all(t.dim() == _OWN_DIMS[name] for name, t in fields.items()):  # unbatched: the common case, kept cheap
+        return _built(shape, {name: t.to(device, dtype)[None] for name, t in fields.items()})
+    return flattened(shape, dtype, device)
+
+
+def _rows(flat: Obstacle) -> int:
+    """The shapes in a flattened batch."""
+    return next(iter(vars(flat).values())).shape[0]
+
+
+def _padded(
+    kind: type[Obstacle], entries: list[tuple[int, int, Obstacle]], n: int, dtype: torch.dtype, device: torch.device
+) -> tuple[Obstacle, Tensor]:
+    """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the first shape in its scene,
+    flattened shapes): the padded group ``(n, m)`` and each entry's index in its scene (-1 for padding)."""
+    scene = torch.cat([torch.full((_rows(flat),), k, dtype=torch.long) for k, _, flat in entries])
+    obstacle = torch.cat([torch.arange(at, at + _rows(flat)) for _, at, flat in entries])
+    per_scene = torch.bincount(scene, minlength=n)
+    slot = torch.arange(scene.shape[0]) - (torch.cumsum(per_scene, 0) - per_scene)[scene]  # rank in its scene
+    m = int(per_scene.max())
+    scene, slot = scene.to(device), slot.to(device)
+    fields = {}
+    for name, filler in _FILLERS[kind].items():
+        values = torch.cat([getattr(flat, name) for _, _, flat in entries])
+        unit = torch.as_tensor(filler, dtype=dtype, device=device)
+        fields[name] = unit.expand(n, m, *unit.shape).contiguous().index_put((scene, slot), values)
+    where = torch.full((n, m), -1, dtype=torch.long, device=device).index_put((scene, slot), obstacle.to(device))
+    return _built(kind, fields), where
+
+
+def _built(like: Obstacle | type[Obstacle], fields: dict[str, Tensor]) -> Obstacle:
+    """A shape of the kind of ``like`` holding ``fields`` as they are: no checks (they were checked when the
+    user's shapes were built), no host sync, gradients kept."""
+    shape = object.__new__(like if isinstance(like, type) else type(like))
+    for name, value in fields.items():
+        object.__setattr__(shape, name, value)
+    return shape
+
+
+_EYE = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+
+_FILLERS: dict[type[Obstacle], dict[str, object]] = {  # padding: unit shapes (finite distances, finite gradients)
+    Sphere: {"center": [0.0, 0.0, 0.0], "radius": 1.0},
+    Box: {"pose": _EYE, "size": [1.0, 1.0, 1.0]},
+    Capsule: {"a": [0.0, 0.0, 0.0], "b": [1.0, 0.0, 0.0], "radius": 1.0},
+}
