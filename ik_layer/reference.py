@@ -130,6 +130,17 @@ class _Problem:
             q[:, k] = self.robot.wrap(first)
         return q
 
+    def pooled(self, fresh: Tensor, stuck: Tensor) -> Tensor:
+        """``fresh`` starts (A, S, nq), where seeds are ``stuck`` in collision (A, S) replaced with probability
+        ``LM.pooled_restarts`` by a collision-free answer of another target of the solve (as the kernel takes them
+        from its start pool)."""
+        free = self.best_q[self.done_at >= 0]  # with collision, a target done is collision-free
+        if free.shape[0] == 0:
+            return fresh
+        u = torch.rand(stuck.shape, dtype=fresh.dtype, device=fresh.device, generator=self.generator)
+        pick = torch.randint(free.shape[0], stuck.shape, device=fresh.device, generator=self.generator)
+        return torch.where((stuck & (u < LM.pooled_restarts))[..., None], free[pick], fresh)
+
     def random_starts(self, rows: Tensor, num_seeds: int) -> Tensor:
         """Random configurations (A, S, nq) for ``rows``: joints uniform in the limits (:meth:`Robot.random_q`), a
         floating base placed where the first frame meets its target (its pose if that frame weighs a rotation
@@ -171,6 +182,8 @@ class _Problem:
             if bool(stalled.any()):
                 # Restarts are random: restarting at the posture would replay the trajectory that stalled.
                 fresh = self.random_starts(rows, num_seeds)
+                if self.collision is not None:
+                    fresh = self.pooled(fresh, state.polish_age == -2)
                 state = state.restart(self, rows, stalled, fresh)
         success = (self.done_at >= 0) | (self.best_rank < 1)  # done, or out of budget while polishing a success
         iters = torch.where(self.done_at >= 0, self.done_at, torch.full_like(self.done_at, iteration))

@@ -272,3 +272,69 @@ def test_without_any_pair_there_is_no_closest_pair(reference: bool) -> None:
     assert result.min_distance is not None and result.closest_pair is not None
     assert bool(torch.isinf(result.min_distance).all())
     assert result.closest_pair.tolist() == [[-1, -1]] * 3
+
+
+def test_a_start_pool_keeps_the_latest_answers_in_a_ring() -> None:
+    from ik_layer.engine.kernel import POOL_STARTS
+
+    robot = ik_layer.load_robot("panda")
+    for store in ("host", "tensor"):
+        slots = open_store(robot, 1, store)
+        q = torch.arange(3 * POOL_STARTS * 7, dtype=F64).reshape(-1, 7)  # answer k holds 7k .. 7k + 6
+        slots.empty_starts(1)
+        slots.add_starts(1, 0, slots.array(q[:5]))
+        slots.add_starts(1, 5, slots.array(q[5 : POOL_STARTS + 9]))  # wraps round: 9 overwritten
+        pool = slots.pool_q[POOL_STARTS : 2 * POOL_STARTS]
+        assert int(slots.pool_count[1]) == POOL_STARTS and int(slots.pool_count[0]) == 0
+        held = sorted(int(row[0]) // 7 for row in pool)
+        assert held == list(range(9, POOL_STARTS + 9)), store
+        assert torch.equal(pool[(POOL_STARTS + 8) % POOL_STARTS], q[POOL_STARTS + 8])
+        slots.add_starts(1, POOL_STARTS + 9, slots.array(q[: 3 * POOL_STARTS]))  # more than a pool: the last ones
+        held = sorted(int(row[0]) // 7 for row in slots.pool_q[POOL_STARTS : 2 * POOL_STARTS])
+        assert held == list(range(2 * POOL_STARTS, 3 * POOL_STARTS))
+        slots.empty_starts(1)
+        assert int(slots.pool_count[1]) == 0
+
+
+def test_seeds_stuck_in_collision_restart_from_the_start_pool_on_both_stores() -> None:
+    """ur5e (no null space) in a bin: most seeds converge in collision and restart, mostly from the free answers
+    of other targets; both stores answer alike, every success is free, and the pools come back."""
+    robot = ik_layer.load_robot("ur5e")
+    floor = Box([0.55, 0.0, -0.02, 0, 0, 0, 1], [0.6, 0.8, 0.04])
+    walls = [Box([x, 0.0, 0.1, 0, 0, 0, 1], [0.02, 0.5, 0.2]) for x in (0.3, 0.8)]
+    scene = [floor, *walls]
+    cost = CollisionCost.of(robot, scene, SolveOptions(self_collision=1))
+    assert cost is not None
+    q = robot.random_q((20000,), generator=gen(30))
+    tip = robot.fk(q)[:, :3, 3]
+    inside = (tip[:, 0] > 0.35) & (tip[:, 0] < 0.75) & (tip[:, 1].abs() < 0.25) & (tip[:, 2] < 0.2)
+    q = q[inside & (cost.min_distance(robot, q) > 0.005)][:48]
+    assert q.shape[0] == 48
+    options = SolveOptions(self_collision=1)
+    answers = {}
+    for store in ("host", "tensor"):
+        engine = Engine(robot, capacity=64, block=8, store=store)
+        request = engine.submit_problem(Problem.prepare(robot, robot.fk(q), options, obstacles=scene), seed=31)
+        engine.run()
+        assert request.pool == 0 and request.pooled == int(request.result().success.sum())
+        assert engine._pools == list(range(len(engine._pools)))[::-1]  # given back
+        answers[store] = request.result()
+    host, tensor = answers["host"], answers["tensor"]
+    assert torch.equal(host.q, tensor.q) and torch.equal(host.iterations, tensor.iterations)
+    assert float(host.success.float().mean()) >= 0.95
+    assert bool((cost.min_distance(robot, host.q[host.success]) >= 0).all())
+    assert float(host.iterations.float().mean()) > 12  # restarts happened (a plain solve takes about 8)
+
+
+def test_requests_beyond_the_start_pools_solve_without_one() -> None:
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q(4, generator=gen(32)))
+    engine = Engine(robot, capacity=16, block=8)
+    engine._pools = [5]  # one pool left
+    first, second = (engine.submit_problem(Problem.prepare(robot, target, obstacles=SCENE), seed=k) for k in range(2))
+    engine.step()
+    assert (first.pool, second.pool) == (5, -1)
+    engine.run()
+    assert engine._pools == [5]
+    for request in (first, second):
+        assert bool(request.result().success.all())

@@ -26,7 +26,10 @@ the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), fo
 With the collision term (:mod:`~ik_layer.engine.collision_step`, a slot's scene or ``self_collision``) a
 configuration within the pose tolerances but closer than the margin ranks ``1 + (margin - least) / activation``:
 no success. Such a seed polishes, stepping down the collision cost (and the secondary terms') in the null space,
-until it is free; one that stops polishing in collision restarts at the next progress check. A free configuration
+until it is free; one that stops polishing in collision (or cannot polish: no null space, no secondary terms)
+restarts at once, with probability ``LM.pooled_restarts`` from one of the collision-free answers of its request
+that the host keeps in the slot's start pool (``pool``: ``pool_count`` of ``POOL_STARTS`` rows of ``pool_q``),
+else at random. A free configuration
 within the tolerances is a success at once unless secondary terms are to polish: the collision term gates and
 repairs, it does not pull on the way (which would cost its evaluation at every iteration).
 
@@ -76,8 +79,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EMPTY",
     "EXHAUSTED",
+    "POOL_STARTS",
     "RUNNING",
     "SOLVED",
+    "START_POOLS",
     "damping_floor",
     "lm_block_kernel",
     "lm_functions",
@@ -89,6 +94,12 @@ RUNNING = 0  # still iterating
 SOLVED = 1  # met both tolerances; best_q is the solution, iterations the count that reached it
 EXHAUSTED = 2  # used its whole budget without success; best_q is the lowest-score configuration seen
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
+
+POOL_STARTS = 32
+"""The collision-free answers a start pool holds (the latest, by the order the host adds them)."""
+
+START_POOLS = 64
+"""The start pools of an engine: one per request in flight with a collision term, while they last."""
 
 _SMALL_ANGLE_SQ = 1e-8  # as ik_layer.model.floating: below this squared angle, series replace the closed forms
 
@@ -118,6 +129,9 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         scene: wp.array(dtype=wp.vec2i)
         self_collision: wp.array(dtype=wp.int32)
         collision: wp.array(dtype=vec2)
+        pool: wp.array(dtype=wp.int32)
+        pool_q: wp.array2d(dtype=f)  # (not per slot) the engine's start pools, POOL_STARTS rows each
+        pool_count: wp.array(dtype=wp.int32)  # (not per slot) the answers each pool holds
 
     @wp.struct
     class SlotState:
@@ -201,6 +215,7 @@ def lm_block_kernel(
     mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
     progress, polish_progress, polish_iterations = LM.progress, LM.polish_progress, LM.polish_iterations
     polish_slack, polish_min_scale, polish_max_scale = LM.polish_slack, LM.polish_min_scale, LM.polish_max_scale
+    pooled_restarts = LM.pooled_restarts
 
     @wp.func
     def rank_of_cost(s: f) -> f:
@@ -345,12 +360,14 @@ def lm_block_kernel(
                 for a in range(nq):
                     goal[a] = posture[i, a]
         scene = wp.vec2i()
+        pool = wp.int32(-1)
         self_on = wp.int32(0)
         limits = vec2(f(0.0), f(1.0))
         use_pull = use_terms
         polishes = wp.int32(1)  # 0: a colliding success cannot move in the pose's null space (nor has terms)
         if wp.static(with_collision):
             scene = problem.scene[i]
+            pool = problem.pool[i]
             self_on = problem.self_collision[i]
             limits = problem.collision[i]
             if self_on != 0 or scene[1] > 0:
@@ -544,9 +561,20 @@ def lm_block_kernel(
                 else:  # in collision with no null space to move in: restarted at the next check
                     polish = -2
                     age = patience
-            if st == RUNNING and polish < 0 and it % every == 0 and it < limit:  # progress check: restart at random
+            # progress check: restart at random; a seed stuck in collision restarts at once
+            if st == RUNNING and polish < 0 and (it % every == 0 or polish == -2) and it < limit:
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
-                    q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
+                    pooled = wp.int32(0)
+                    if wp.static(with_collision):  # noqa: SIM102
+                        if polish == -2 and pool >= 0:  # stuck in collision: mostly from a free answer of the solve
+                            stored = problem.pool_count[pool]
+                            if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
+                                row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
+                                for a in range(nq):
+                                    q[a] = problem.pool_q[row, a]
+                                pooled = 1
+                    if pooled == 0:
+                        q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
                     mu = f(mu_init)
                     age = 0
                     polish = -1

@@ -35,7 +35,7 @@ from ik_layer.collision.shapes import Obstacle, Scenes, as_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem, check_collision
 from ik_layer.core.result import IKResult, frame_errors
-from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED
+from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import compact_index
@@ -86,6 +86,8 @@ class Request:
     initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
     collision: CollisionCost | None = field(default=None, repr=False)
     scene: np.ndarray | None = None
+    pool: int = -1  # the engine's start pool of the request's free answers (-1: none), and how many it took
+    pooled: int = 0
     id: int = field(default_factory=lambda: next(_ids))
     cancelled: bool = False
     admitted: int = 0  # targets whose first seed reached a slot (in order)
@@ -243,6 +245,7 @@ class Engine:
         self._used = 0  # slots in use
         self._top = 0  # one past the highest slot in use
         self._active: dict[int, Request] = {}  # requests with seeds in slots, by id
+        self._pools = list(range(START_POOLS))[::-1]  # the free start pools (the lowest taken first)
         self._waiting: deque[Request] = deque()
         self._extra: deque[tuple[Request, int, int, int]] = deque()  # (request, row, seed, offset) to admit
         self._freed: list[np.ndarray] = []  # slots freed during a retirement, emptied at its end
@@ -411,6 +414,9 @@ class Engine:
                 request.scene = np.zeros((1, 2), dtype=np.int32)
             else:
                 request.scene = self.slots.obstacles.add(request.collision.obstacles)
+                if request.scene is not None and self._pools:
+                    request.pool = self._pools.pop()
+                    self.slots.empty_starts(request.pool)
         return request.scene is not None
 
     def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
@@ -429,6 +435,7 @@ class Engine:
             into, arrays.target[of], arrays.start[of, k] if k < request.given else None, request.options,
             weights=arrays.weights[of], seed=request.seed, rng_offset=rng_offset,
             posture=None if arrays.posture is None else arrays.posture[of], scene=_scenes_of(request.scene, rows),
+            pool=request.pool,
         )  # fmt: skip
         unreachable = request.unreachable[at]
         if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'
@@ -594,12 +601,17 @@ class Engine:
         request.codes[rows] = code
         request.used[rows] = iterations
         request.retired += len(rows)
+        if code == SOLVED and request.pool >= 0:  # free answers: starts for its seeds stuck in collision
+            self.slots.add_starts(request.pool, request.pooled, request.arrays.q[self.slots.index(rows)])
+            request.pooled += len(rows)
         held = request.slot[rows].ravel()
         self._free_slots(request, held[held >= 0])
         if request.retired == request.rows:
             self._active.pop(request.id, None)
             if request.scene is not None:
                 self.slots.obstacles.release(request.scene)
+            if request.pool >= 0:
+                self._pools.append(request.pool)
             request.finish(self.robot, self.slots.sphere_order)
 
     def _free_slots(self, request: Request, slots: np.ndarray) -> None:

@@ -32,7 +32,7 @@ from ik_layer.engine.collision_step import (
     sphere_tensors,
     spine_tensors,
 )
-from ik_layer.engine.kernel import EMPTY, RUNNING, slot_structs
+from ik_layer.engine.kernel import EMPTY, POOL_STARTS, RUNNING, START_POOLS, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
@@ -135,6 +135,9 @@ class Slots(ABC, Generic[StoreArray]):
         self.scene = torch.zeros(n, 2, **count)
         self.self_collision = torch.zeros(n, **count)
         self.collision = torch.zeros(n, 2, **real)
+        self.pool = torch.full((n,), -1, **count)
+        self.pool_q = torch.zeros(START_POOLS * POOL_STARTS, nq, **real)
+        self.pool_count = torch.zeros(START_POOLS, **count)
         self.collision_used = False  # whether a slot admitted since the last forget_terms() checks collision
         self.random_start = torch.zeros(n, **count)
         self.q = torch.zeros(n, nq, **real)
@@ -240,6 +243,7 @@ class Slots(ABC, Generic[StoreArray]):
         rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
         posture: Tensor | StoreArray | None = None,
         scene: tuple[int, int] | np.ndarray = (0, 0),
+        pool: int = -1,
     ) -> None:
         """Start problems in the slots ``index`` (k,): RUNNING from ``q`` (k, nq) towards ``target`` (k, [F,] 4, 4).
 
@@ -253,7 +257,8 @@ class Slots(ABC, Generic[StoreArray]):
         default to ones; ``posture`` (k, nq), if given, is pulled towards in the null space and preferred among
         successes (None: no posture for these slots). ``scene`` (first row, count) are the slots' obstacles in
         :attr:`obstacles`, shared, or a host array (k, 2) of them per slot; with them or
-        ``options.self_collision`` the robot's spheres must exist. The slots' restart RNG streams are
+        ``options.self_collision`` the robot's spheres must exist; ``pool`` is their start pool (-1: none, see
+        :meth:`add_starts`). The slots' restart RNG streams are
         ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot indices. Values are not validated
         (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
@@ -286,6 +291,7 @@ class Slots(ABC, Generic[StoreArray]):
             put["scene"][idx] = self.stage(np.asarray(scene, dtype=np.int32).reshape(-1)).reshape(-1, 2)
             with_obstacles = bool(scene[:, 1].any())
         put["self_collision"][idx] = options.self_collision
+        put["pool"][idx] = pool
         put["collision"][idx, 0] = options.collision_margin
         put["collision"][idx, 1] = options.collision_activation
         self.collision_used |= with_obstacles or bool(options.self_collision)
@@ -302,6 +308,19 @@ class Slots(ABC, Generic[StoreArray]):
         put["rng"][idx] = rng
         put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
         put["status"][idx] = RUNNING
+
+    def add_starts(self, pool: int, added: int, q: StoreArray) -> None:
+        """Put the collision-free answers ``q`` (m, nq) (this store's array) into start ``pool``, which held
+        ``added`` answers so far since :meth:`empty_starts` (the oldest make room: a ring of
+        :data:`POOL_STARTS`)."""
+        m = min(len(q), POOL_STARTS)
+        rows = pool * POOL_STARTS + (added + len(q) - m + np.arange(m)) % POOL_STARTS
+        self.fields["pool_q"][self.index(rows)] = q[len(q) - m :]
+        self.fields["pool_count"][pool] = min(added + len(q), POOL_STARTS)
+
+    def empty_starts(self, pool: int) -> None:
+        """Empty start ``pool`` (for a new request)."""
+        self.fields["pool_count"][pool] = 0
 
     def forget_terms(self) -> None:
         """Let the launches drop the secondary and collision terms: call when no slot runs (the next admissions add
