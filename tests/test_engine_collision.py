@@ -71,7 +71,7 @@ def collide_kernel(robot: ik_layer.Robot) -> wp.Kernel:
         grad[i] = g
         cost[i] = c
         least[i] = d
-        at_least, _pair = clearance(q[i], links_chain, spheres, obstacles, scene, self_on)
+        at_least, _pair = clearance(q[i], links_chain, spheres, obstacles, scene, self_on, -t.f(wp.inf))
         exact[i] = at_least
 
     return term

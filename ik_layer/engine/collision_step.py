@@ -146,7 +146,8 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
     """``collide`` for a robot of ``layout`` with the collision spheres of ``spheres_layout``, in ``dtype`` floats:
     ``collide(q, links_chain, spheres, obstacles, scene, self_on, margin, activation)`` gives the term's gradient
     (dof) w.r.t. the tangent at ``q``, its cost and the least distance where it is below ``margin + activation``;
-    ``clearance(q, links_chain, spheres, obstacles, scene, self_on)`` the least distance, exactly, and its pair."""
+    ``clearance(q, links_chain, spheres, obstacles, scene, self_on, below)`` the least distance, exactly (or the
+    first under ``below``), and its pair."""
     t = kernel_types(layout, dtype)
     f, vec3, mat33, vecq, vect = t.f, t.vec3, t.mat33, t.vecq, t.vect
     bv = t.bv
@@ -283,18 +284,27 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
 
     @wp.func
     def clearance(
-        q: vecq, links_chain: Chain, spheres: Spheres, obstacles: Obstacles, scene: wp.vec2i, self_on: wp.int32
+        q: vecq,
+        links_chain: Chain,
+        spheres: Spheres,
+        obstacles: Obstacles,
+        scene: wp.vec2i,
+        self_on: wp.int32,
+        below: f,
     ):
         """The least distance at ``q`` over every pair (+inf without pairs), exactly, and its pair: a sphere (in
         this order) and the obstacle's row in the scene, or ``-1 - j`` for sphere ``j`` (-1, -1 without pairs). A
-        link's spheres are skipped where its ball cannot beat the least so far."""
+        link's spheres are skipped where its ball cannot beat the least so far, and every pair once a distance
+        under ``below`` is found (then the least is that one: enough to tell a collision; ``-inf``: exact)."""
         centres, bounds, base_rot, base_pos = place(q, links_chain, spheres)
         least = f(wp.inf)
         pair = wp.vec2i(-1, -1)
         for link in range(count):
             bound = vec3(bounds[link, 0], bounds[link, 1], bounds[link, 2])
             for o in range(scene[0], scene[0] + scene[1]):
-                near, _away = obstacle_distance(bound, obstacles, o)
+                near = f(wp.inf)
+                if least >= below:
+                    near, _away = obstacle_distance(bound, obstacles, o)
                 if near - spheres.bound_radius[link] < least:
                     for s in range(spheres.first[link], spheres.first[link + 1]):
                         d, _direction = to_obstacle(
@@ -315,7 +325,7 @@ def collision_functions(layout: Layout, spheres_layout: SphereLayout, dtype: tor
                 ball_one = vec3(bounds[one, 0], bounds[one, 1], bounds[one, 2])
                 ball_other = vec3(bounds[other, 0], bounds[other, 1], bounds[other, 2])
                 apart = link_gap(ball_one, ball_other, spheres.bound_radius[one], spheres.bound_radius[other])
-                if apart < least:
+                if apart < least and least >= below:
                     for first in range(spheres.first[one], spheres.first[one + 1]):
                         for second in range(spheres.first[other], spheres.first[other + 1]):
                             d, _gap = between(

@@ -286,26 +286,39 @@ def lm_block_kernel(
         scene: wp.vec2i,
         self_on: wp.int32,
         limits: vec2,
+        polishes: wp.int32,
     ):
         """The rank of ``q`` at pose score ``score``: the score; for a configuration within the pose tolerances
         with secondary or collision terms, :func:`gated` of it, or for a success :func:`ik_layer.terms.rank_of_cost`
         of their cost; 1 if that success has nothing to polish (the secondary terms' gradient is zero there: the
-        collision term only gates), else 0."""
+        collision term only gates), else 0. Where nothing can polish (``polishes`` 0: the collision term alone,
+        no null space) only the gate counts: the least distance by ``clearance`` (exact if free, and then its
+        pair, returned; a success ranks ``rank_of_cost(0)``), else NaN and -1, -1."""
         rank = score
         settled = wp.int32(0)
+        least = f(wp.nan)
+        pair = wp.vec2i(-1, -1)
+        if wp.static(with_collision):  # noqa: SIM102
+            if polishes == 0 and use_pull != 0 and score <= f(1.0):
+                least, pair = clearance(q, links_chain, spheres, obstacles, scene, self_on, limits[0])
+                rank = gated(score, least, limits)
+                if rank <= f(1.0):
+                    rank = rank_of_cost(f(0.0))
+                    settled = 1
+                return rank, settled, least, pair
         if wp.static(pulls):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_pull != 0 and score <= f(1.0):
                 jac_q = jac
                 if wp.static(ranks_with_jacobian):  # the lazy Jacobian may lag q: taken afresh, once per success
                     _e, jac_q, _cost = evaluate(q, i, target_rot, target_pos, w, chain)
-                _grad, s, least, still = terms_at(
+                _grad, s, least_in_reach, still = terms_at(
                     q, jac_q, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
                 )
-                rank = gated(score, least, limits)
+                rank = gated(score, least_in_reach, limits)
                 if rank <= f(1.0):
                     rank = rank_of_cost(s)
                     settled = still
-        return rank, settled
+        return rank, settled, least, pair
 
     @wp.kernel(**KERNEL_OPTIONS)
     def lm_block(
@@ -401,6 +414,8 @@ def lm_block_kernel(
             q = wrapped(q, chain)
 
         e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
+        least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured), and its pair
+        pair = wp.vec2i(-1, -1)
         stale = wp.int32(0)  # lazy Jacobian: 1 once q moved and jac is not yet its Jacobian
         if it == 0:  # the start: record the initial configuration, open the first progress window
             last = cost
@@ -409,14 +424,15 @@ def lm_block_kernel(
             bq_best = q
             age = 0
             score = score_of(e, w, tol)
-            rank, settled = rank_at(
+            rank, settled, at_least, at_pair = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
-                links_chain, spheres, obstacles, scene, self_on, limits,
+                links_chain, spheres, obstacles, scene, self_on, limits, polishes,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
                 if use_pull == 0 or settled != 0:
                     st = SOLVED
+                    least, pair = at_least, at_pair
                 elif polishes != 0:  # with secondary or collision terms a success polishes first
                     polish = 0
                     scale = f(1.0)
@@ -547,13 +563,14 @@ def lm_block_kernel(
             age += 1
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
-            rank, settled = rank_at(
+            rank, settled, at_least, at_pair = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
-                links_chain, spheres, obstacles, scene, self_on, limits,
+                links_chain, spheres, obstacles, scene, self_on, limits, polishes,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0) and (use_pull == 0 or settled != 0):
                 st = SOLVED
+                least, pair = at_least, at_pair
             elif score <= f(1.0) and polish == -1:  # with secondary or collision terms: polish from the next one
                 if polishes != 0:
                     polish = it
@@ -582,11 +599,9 @@ def lm_block_kernel(
                 last = cost
         if st == RUNNING and it >= limit:  # out of budget: solved if a success was recorded (polishing)
             st = SOLVED if best < f(1.0) else EXHAUSTED
-        least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured), and its pair
-        pair = wp.vec2i(-1, -1)
         if wp.static(with_collision):  # noqa: SIM102
-            if st != RUNNING and (self_on != 0 or scene[1] > 0):
-                least, pair = clearance(bq_best, links_chain, spheres, obstacles, scene, self_on)
+            if st != RUNNING and (self_on != 0 or scene[1] > 0) and wp.isnan(least):  # not measured at its success
+                least, pair = clearance(bq_best, links_chain, spheres, obstacles, scene, self_on, -f(wp.inf))
 
         for a in range(nq):
             q_state[i, a] = q[a]
