@@ -217,9 +217,12 @@ def test_builtin_iiwa14_loads_its_spheres_apart_standing_straight() -> None:
     assert robot.collision.links == tuple(f"iiwa_link_{k}" for k in range(8))
     adjacent = {(f"iiwa_link_{k}", f"iiwa_link_{k + 1}") for k in range(7)}
     never = {("iiwa_link_0", "iiwa_link_2"), ("iiwa_link_1", "iiwa_link_3"), ("iiwa_link_3", "iiwa_link_5")}
+    never.add(("iiwa_link_5", "iiwa_link_7"))  # the meshes stay 30 mm apart; the hull of link_5's fork does not
     assert robot.collision.ignored == adjacent | never  # nothing touches standing straight
     assert ("iiwa_link_0", "iiwa_link_5") not in robot.collision.ignored  # the forearm folding onto the base
-    assert ("iiwa_link_5", "iiwa_link_7") not in robot.collision.ignored  # the flange bent onto the forearm
+    # Random configurations rarely collide with themselves (with link_5 and link_7 checked: 23 %).
+    q = robot.random_q((4000,), generator=torch.Generator().manual_seed(0))
+    assert float((robot.collision.self_distances(robot, q).amin(-1) < 0).float().mean()) < 0.02
     # Apart at every joint zero (standing straight up) and with the elbow bent a right angle.
     bent = torch.tensor([0.0, 0.5, 0.0, -math.pi / 2, 0.0, 0.5, 0.0], dtype=F64)
     for q in (robot.neutral_q(), bent):
