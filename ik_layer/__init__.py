@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     )
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem, check_collision
-    from ik_layer.core.result import IKResult
+    from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
@@ -79,7 +79,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.core.options": ("OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
     "ik_layer.core.problem": ("Problem", "check_collision"),
-    "ik_layer.core.result": ("IKResult",),
+    "ik_layer.core.result": ("CANCELLED", "DEADLINE", "EXHAUSTED", "ROW_STATUS", "SOLVED", "IKResult"),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
     "ik_layer.collision.shapes": (
         "MAX_BATCH_OBSTACLES",
@@ -98,10 +98,13 @@ _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a cli
 
 __all__ = [
     "Box",
+    "CANCELLED",
     "CLIError",
     "Capsule",
+    "DEADLINE",
     "DTypeError",
     "DeviceError",
+    "EXHAUSTED",
     "Engine",
     "EngineCache",
     "FrameNotFound",
@@ -120,8 +123,10 @@ __all__ = [
     "POSTURE_HELP",
     "Problem",
     "QUATERNION_NORM_TOLERANCE",
+    "ROW_STATUS",
     "Robot",
     "RobotNotFound",
+    "SOLVED",
     "Scenes",
     "ShapeError",
     "SolveOptions",

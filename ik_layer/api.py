@@ -11,7 +11,9 @@ the whole budget on them.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +48,7 @@ def solve(
     generator: torch.Generator | None = None,
     reference: bool = False,
     engine: Engine | None = None,
+    timeout: float | None = None,
     **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
@@ -77,6 +80,10 @@ def solve(
         engine: the :class:`~ik_layer.engine.Engine` of ``robot`` to solve on (its store, capacity and block
             as built: ``Engine(robot, store="tensor")``), stepped by this call; one thread at a time. Default:
             the robot's engine in :data:`ik_layer.engines`, built at its first solve.
+        timeout: the most seconds the solve may take (as TRAC-IK's per-solve timeout; None: its iteration
+            budgets alone bound it): targets unsolved then stop with their best configuration so far and
+            ``status == ik_layer.DEADLINE`` (checked between the engine's blocks of iterations, or the reference
+            path's progress checks).
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -92,6 +99,7 @@ def solve(
         )
     if reference and engine is not None:
         raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
+    deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
     problem = Problem.prepare(
         robot,
         target,
@@ -104,13 +112,20 @@ def solve(
     )
     robot.check_generator(generator)
     if reference:
-        return solve_reference(robot, problem, generator)
+        return solve_reference(robot, problem, generator, deadline)
     seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
     if engine is not None:
-        return engine.solve(problem, seed)
+        return engine.solve(problem, seed, deadline)
     shared, lock = engines.get(robot, problem.rows * problem.options.num_seeds)
     with lock:
-        return shared.solve(problem, seed)
+        return shared.solve(problem, seed, deadline)
+
+
+def _seconds(timeout: object) -> float:
+    """``timeout`` checked: a positive finite number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise IKLayerError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
 
 
 class EngineCache:

@@ -152,10 +152,14 @@ class RemoteIKResult:
     closest_pair: Array | None = None
 
     def result(self) -> IKResult[Tensor | np.ndarray]:
-        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations, min_distance); needs the full
-        ik-layer package."""
-        from ik_layer import IKResult  # torch and the solver: not part of a client-only install
+        """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations, min_distance, status as codes of
+        ``ik_layer.ROW_STATUS``); needs the full ik-layer package."""
+        import torch  # torch and the solver: not part of a client-only install
 
+        from ik_layer import ROW_STATUS, IKResult
+
+        codes = {name: code for code, name in ROW_STATUS.items()}
+        status = np.array([codes[name] for name in self.status.ravel()], dtype=np.int32).reshape(self.status.shape)
         # The fields as they came: tensors for tensor targets, numpy arrays for others or asked with numpy=True.
         return IKResult(
             self.q,
@@ -165,6 +169,7 @@ class RemoteIKResult:
             self.iterations,
             self.min_distance,
             self.closest_pair,
+            torch.from_numpy(status) if isinstance(self.q, torch.Tensor) else status,
         )
 
 

@@ -19,6 +19,7 @@ device.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,7 +29,7 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
-from ik_layer.core.result import IKResult, frame_errors
+from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED, IKResult, frame_errors
 from ik_layer.model.floating import BASE_NQ
 from ik_layer.model.lie import matrix_to_quaternion, pose_error
 from ik_layer.model.robot import Robot
@@ -37,16 +38,20 @@ from ik_layer.terms import gains_of, rank_of_cost, secondary_cost, secondary_gra
 __all__ = ["solve_reference"]
 
 
-def solve_reference(robot: Robot, problem: Problem, generator: torch.Generator | None = None) -> IKResult:
+def solve_reference(
+    robot: Robot, problem: Problem, generator: torch.Generator | None = None, deadline: float | None = None
+) -> IKResult:
     """Solve a checked :class:`~ik_layer.core.problem.Problem` with the eager torch solver (the reference path).
 
-    :func:`ik_layer.solve` runs it with ``reference=True``; ``generator`` draws the random seeds.
+    :func:`ik_layer.solve` runs it with ``reference=True``; ``generator`` draws the random seeds; past
+    ``deadline`` (``time.monotonic()``, checked at each progress check) the targets not done stop with status
+    DEADLINE.
     """
     collision = CollisionCost.of(robot, problem.obstacles, problem.options)
     run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision)
-    q, ok, pos_err, ori_err, iters = run.run(problem.warm_start)
+    q, ok, pos_err, ori_err, iters, status = run.run(problem.warm_start, deadline)
     least, pair = (None, None) if collision is None else collision.closest(robot, q)
-    return IKResult(q, ok, pos_err, ori_err, iters, least, pair).reshaped(problem.batch)
+    return IKResult(q, ok, pos_err, ori_err, iters, least, pair, status).reshaped(problem.batch)
 
 
 class _Problem:
@@ -157,8 +162,9 @@ class _Problem:
         pos = goal[..., :3, 3] - (rot @ first[..., :3, 3:]).squeeze(-1)
         return torch.cat((pos, matrix_to_quaternion(rot), q[..., BASE_NQ:]), -1)
 
-    def run(self, q_ref: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """Solve every target; per target: best q, success, errors and iterations used."""
+    def run(self, q_ref: Tensor | None, deadline: float | None) -> tuple[Tensor, ...]:
+        """Solve every target (by ``deadline``, see :func:`solve_reference`); per target: best q, success, errors,
+        iterations used and status."""
         num_seeds, max_iterations = self.options.num_seeds, self.options.max_iterations
         restart_after, check_every = self.options.restart_after, self.options.check_every
         n = self.target.shape[0]
@@ -167,6 +173,7 @@ class _Problem:
         state = _LMState.start(self, rows, q)
         state = self._record(state, rows, iteration=0)
         iteration = 0
+        late = torch.zeros_like(self.done_at, dtype=torch.bool)  # the targets the deadline stopped
         while iteration < max_iterations:
             cost_before = state.cost
             steps = min(check_every, max_iterations - iteration)
@@ -175,6 +182,9 @@ class _Problem:
                 state = self._record(state.step(self, rows), rows, iteration)
             keep = self.done_at[rows] < 0  # host sync: once per check
             if not bool(keep.any()):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                late[rows[keep]] = True
                 break
             rows, state = rows[keep], state.select(keep)
             slow = state.cost > LM.progress * cost_before[keep]
@@ -189,7 +199,10 @@ class _Problem:
         iters = torch.where(self.done_at >= 0, self.done_at, torch.full_like(self.done_at, iteration))
         e = pose_error(self.target, self.robot.fk(self.best_q)).flatten(1)
         pos, ori = self.errors(e[:, None], torch.arange(n, device=rows.device))
-        return self.best_q, success, pos[:, 0], ori[:, 0], iters
+        status = torch.full((n,), EXHAUSTED, dtype=torch.int32, device=success.device)
+        status[late & ~success] = DEADLINE
+        status[success] = SOLVED
+        return self.best_q, success, pos[:, 0], ori[:, 0], iters, status
 
     def _record(self, state: _LMState, rows: Tensor, iteration: int) -> _LMState:
         """Keep, per open target, its best seed so far; mark the target done at its first success (with secondary

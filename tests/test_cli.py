@@ -65,13 +65,14 @@ def write_targets(path: Path, poses: np.ndarray) -> Path:
 
 
 def read_result(path: Path, dof: int) -> dict[str, np.ndarray]:
-    """Fields q, success, position_error, iterations, line of a solve output in any format."""
+    """Fields q, success, position_error, iterations, line, status of a solve output in any format."""
+    fields = ("q", "success", "position_error", "iterations", "line", "status")
     if path.suffix == ".npz":
         with np.load(path) as data:
-            return {k: data[k] for k in ("q", "success", "position_error", "iterations", "line")}
+            return {k: data[k] for k in fields}
     if path.suffix == ".jsonl":
         records = [json.loads(line) for line in path.read_text().splitlines()]
-        return {k: np.array([r[k] for r in records]) for k in ("q", "success", "position_error", "iterations", "line")}
+        return {k: np.array([r[k] for r in records]) for k in fields}
     with path.open() as f:
         rows = list(csv.DictReader(f))
     names = list(rows[0])[1 : 1 + dof]
@@ -81,6 +82,7 @@ def read_result(path: Path, dof: int) -> dict[str, np.ndarray]:
         "position_error": np.array([float(r["position_error"]) for r in rows]),
         "iterations": np.array([int(r["iterations"]) for r in rows]),
         "line": np.array([int(r["line"]) for r in rows]),
+        "status": np.array([r["status"] for r in rows]),
     }
 
 
@@ -98,8 +100,27 @@ def test_solve_round_trip_reaches_targets(tmp_path, robot, poses, suffix, capsys
     assert main(["solve", ROBOT, str(targets), "-o", str(out), "--random-seed", "0", "--batch-size", "4"]) == 0
     result = read_result(out, robot.dof)
     assert result["success"].all() and len(result["q"]) == len(poses)
+    assert result["status"].tolist() == ["solved"] * len(poses)
     assert_reaches(robot, result["q"], poses)
     assert "6/6 solved" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz", ".jsonl"])
+def test_solve_stops_at_the_timeout_with_status_deadline(tmp_path, suffix, capsys):
+    """planar3's targets lifted off its plane: never met; the budget would take long, the timeout stops it."""
+    planar = ik_layer.load_robot("planar3")
+    target = planar.fk(planar.random_q((2,), generator=torch.Generator().manual_seed(3)))
+    target[:, 2, 3] += 0.2
+    targets = write_targets(tmp_path / f"targets{suffix}", matrix_to_pose(target).numpy())
+    out = tmp_path / f"out{suffix}"
+    budget = ["--max-iterations", "10000", "--num-seeds", "64", "--restart-after", "50"]
+    assert main(["solve", "planar3", str(targets), "-o", str(out), "--timeout", "0.2", *budget]) == 0
+    result = read_result(out, planar.dof)
+    assert result["status"].tolist() == ["deadline", "deadline"] and not result["success"].any()
+    assert (result["iterations"] < 10000).all()
+    with pytest.raises(SystemExit):
+        main(["solve", "planar3", str(targets), "-o", str(out), "--timeout", "0"])
+    assert "positive number of seconds" in capsys.readouterr().err
 
 
 def test_solve_uses_warm_start_file_and_keeps_source_lines(tmp_path, robot, q_true, poses, capsys):

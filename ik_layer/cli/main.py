@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from ik_layer.cli.files import (
 from ik_layer.collision.scene import load_scene
 from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
+from ik_layer.core.result import ROW_STATUS
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.loading import load_robot
 from ik_layer.model.lie import matrix_to_pose
@@ -103,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("--batch-size", type=_positive, default=1024, help="targets per solver call (default 1024)")
     ik.add_argument("--warm-start", type=Path, help="warm starts: one configuration per target (or one for all)")
     ik.add_argument("--random-seed", type=int, help="seed of the solver's random generator (reproducible runs)")
+    ik.add_argument(
+        "--timeout",
+        type=_seconds,
+        help="the most seconds each solver call (--batch-size rows) may take; rows unsolved then keep their best "
+        "configuration so far, status deadline (default: the iteration budgets alone)",
+    )
     ik.add_argument(
         "--scene",
         type=Path,
@@ -200,6 +208,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 
@@ -335,7 +350,9 @@ def _solve_chunks(
                 if warm_start is None
                 else torch.as_tensor(warm_start[rows], dtype=robot.dtype, device=robot.device)
             )
-            result = solve(robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator)
+            result = solve(
+                robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator, timeout=args.timeout
+            )
             chunks.append(result)
             done += len(result.success)
             succeeded += int(result.success.sum())
@@ -354,6 +371,7 @@ def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKR
         "position_error": _gather(chunks, "position_error", np.float64),
         "orientation_error": _gather(chunks, "orientation_error", np.float64),
         "iterations": _gather(chunks, "iterations", np.int64),
+        "status": np.array([ROW_STATUS[code] for code in _gather(chunks, "status", np.int32).tolist()], dtype=str),
     }
     if chunks and chunks[0].min_distance is not None:
         columns["min_distance"] = _gather(chunks, "min_distance", np.float64)

@@ -10,7 +10,14 @@ import torch
 from torch import Tensor
 from typing_extensions import TypeVar  # a TypeVar with a default (typing's from Python 3.13)
 
-__all__ = ["IKResult", "frame_errors"]
+__all__ = ["CANCELLED", "DEADLINE", "EXHAUSTED", "ROW_STATUS", "SOLVED", "IKResult", "frame_errors"]
+
+SOLVED = 1  # met the tolerances (and, with collision, free): the answer
+EXHAUSTED = 2  # used its budget without success: the best configuration seen
+DEADLINE = 4  # stopped when the solve's time ran out: the best configuration so far
+CANCELLED = 5  # stopped because its request was cancelled (the server's)
+ROW_STATUS = {SOLVED: "solved", EXHAUSTED: "exhausted", DEADLINE: "deadline", CANCELLED: "cancelled"}
+"""Why a target stopped, by the code :attr:`IKResult.status` holds: its name (the server's and the client's)."""
 
 ArrayT = TypeVar("ArrayT", bound=Tensor | np.ndarray, default=Tensor)
 """The kind of an :class:`IKResult`'s fields: tensors from every solver; numpy arrays where
@@ -39,6 +46,9 @@ class IKResult(Generic[ArrayT]):
             ``robot.collision_spheres``) and the obstacle (an index into the obstacles, a batched shape counting
             each of its batch in order) or, negative, ``-1 - j`` for the robot's sphere ``j`` (self-collision);
             None without.
+        status: (...) int32, why each target stopped: a code of :data:`ROW_STATUS` (``SOLVED`` 1,
+            ``EXHAUSTED`` 2, ``DEADLINE`` 4: the solve's ``timeout`` ran out first; ``CANCELLED`` 5); ``success``
+            is ``status == SOLVED``. None where a result was built without.
     """
 
     q: ArrayT
@@ -48,6 +58,7 @@ class IKResult(Generic[ArrayT]):
     iterations: ArrayT
     min_distance: ArrayT | None = None
     closest_pair: ArrayT | None = None
+    status: ArrayT | None = None
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
@@ -59,6 +70,7 @@ class IKResult(Generic[ArrayT]):
             iterations=self.iterations.reshape(batch),
             min_distance=None if self.min_distance is None else self.min_distance.reshape(batch),
             closest_pair=None if self.closest_pair is None else self.closest_pair.reshape(*batch, 2),
+            status=None if self.status is None else self.status.reshape(batch),
         )
 
 

@@ -62,6 +62,7 @@ import torch
 import warp as wp
 
 from ik_layer.core.lm import LM
+from ik_layer.core.result import EXHAUSTED, SOLVED
 from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs
 from ik_layer.engine.configuration import configuration_functions
 from ik_layer.engine.damped_step import step_functions
@@ -90,9 +91,9 @@ __all__ = [
 ]
 
 # Slot status, as the kernel reads and writes it (int32).
+# SOLVED (1): met both tolerances; best_q is the solution, iterations the count that reached it. EXHAUSTED (2): used
+# its whole budget without success; best_q is the lowest-score configuration seen (the codes an answer reports).
 RUNNING = 0  # still iterating
-SOLVED = 1  # met both tolerances; best_q is the solution, iterations the count that reached it
-EXHAUSTED = 2  # used its whole budget without success; best_q is the lowest-score configuration seen
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
 
 POOL_STARTS = 32

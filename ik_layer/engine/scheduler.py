@@ -34,8 +34,8 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.shapes import Obstacle, Scenes, as_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem, check_collision
-from ik_layer.core.result import IKResult, frame_errors
-from ik_layer.engine.kernel import EXHAUSTED, RUNNING, SOLVED, START_POOLS
+from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
+from ik_layer.engine.kernel import RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import compact_index
@@ -45,11 +45,6 @@ from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
 __all__ = ["CANCELLED", "DEADLINE", "ROW_STATUS", "Engine", "Request"]
-
-DEADLINE = 4  # retired when its request's deadline passed; best configuration so far
-CANCELLED = 5  # retired because its request was cancelled
-ROW_STATUS = {SOLVED: "solved", EXHAUSTED: "exhausted", DEADLINE: "deadline", CANCELLED: "cancelled"}
-"""Final status of a row, by code, as :attr:`Request.status` holds it."""
 
 
 _ids = itertools.count()
@@ -158,6 +153,7 @@ class Request:
             iterations=tensor(self.used.reshape(shape)),
             min_distance=None if a.least is None else tensor(a.least.reshape(shape)),
             closest_pair=None if self.pair is None else self.pair.reshape(*shape, 2).to(torch.long),
+            status=tensor(self.codes.reshape(shape)),
         )
 
     def finish(self, robot: Robot, sphere_order: Tensor) -> None:
@@ -331,10 +327,11 @@ class Engine:
             obstacles=problem.obstacles,
         )
 
-    def solve(self, problem: Problem, seed: int) -> IKResult:
-        """Solve a checked problem here and now (as :meth:`submit_problem`, then :meth:`run` until it is done);
-        the caller owns the engine (one worker thread at a time)."""
-        request = self.submit_problem(problem, seed)
+    def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
+        """Solve a checked problem here and now (as :meth:`submit_problem`, then :meth:`run` until it is done),
+        by ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a
+        time)."""
+        request = self.submit_problem(problem, seed, deadline)
         self.run(request)
         return request.result(problem.batch)
 
