@@ -25,6 +25,7 @@ from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
+from ik_layer.core.solutions import check_objective, solve_set
 from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
@@ -49,6 +50,8 @@ def solve(
     reference: bool = False,
     engine: Engine | None = None,
     timeout: float | None = None,
+    num_solutions: int = 1,
+    objective: str = "first",
     **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
@@ -84,6 +87,15 @@ def solve(
             budgets alone bound it): targets unsolved then stop with their best configuration so far and
             ``status == ik_layer.DEADLINE`` (checked between the engine's blocks of iterations, or the reference
             path's progress checks).
+        num_solutions: up to this many distinct solutions per target (joint distance at least
+            :data:`~ik_layer.core.solutions.SEPARATION`, angles of full-turn joints modulo a turn), found over
+            rounds of random starts (:mod:`ik_layer.core.solutions`); above 1 every field gains a dimension of that
+            size after the targets' batch: ``q`` (..., k, nq), ``success`` (..., k) (False in a slot without a
+            distinct solution).
+        objective: how solutions rank, best first: ``"first"`` (as found, the warm start's first), ``"closest"``
+            (nearest ``warm_start``, TRAC-IK's Distance), ``"manipulability"`` (TRAC-IK's Manip1) or
+            ``"posture"`` (nearest ``posture``); other than ``"first"`` the best of several answers is returned
+            even for one solution.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -111,14 +123,22 @@ def solve(
         **option_changes,
     )
     robot.check_generator(generator)
-    if reference:
-        return solve_reference(robot, problem, generator, deadline)
-    seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
-    if engine is not None:
-        return engine.solve(problem, seed, deadline)
-    shared, lock = engines.get(robot, problem.rows * problem.options.num_seeds)
-    with lock:
-        return shared.solve(problem, seed, deadline)
+    k = check_objective(num_solutions, objective, problem)
+
+    def run(part: Problem) -> IKResult:
+        if reference:
+            return solve_reference(robot, part, generator, deadline)
+        seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
+        if engine is not None:
+            return engine.solve(part, seed, deadline)
+        shared, lock = engines.get(robot, part.rows * part.options.num_seeds)
+        with lock:
+            return shared.solve(part, seed, deadline)
+
+    if k == 1 and objective == "first":
+        return run(problem)
+    flat = solve_set(robot, problem, k, objective, run, deadline)
+    return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
 
 
 def _seconds(timeout: object) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -41,24 +42,27 @@ class PackedObstacles:
     @staticmethod
     def of(scenes: Scenes, dtype: torch.dtype, device: torch.device) -> PackedObstacles:
         """Pack ``scenes`` (one: shared, scene shape ``()``; else one per target, scene shape ``(n,)``), their
-        tensors in ``dtype`` on ``device``."""
+        tensors in ``dtype`` on ``device`` (a shape shared by several scenes flattened once)."""
         n = len(scenes)
-        counts = torch.zeros(n, dtype=torch.long)
-        parts: dict[type[Obstacle], list[tuple[int, int, Obstacle]]] = {kind: [] for kind in _KINDS}
+        counts = np.zeros(n, dtype=np.int64)
+        flats: dict[int, Obstacle] = {}  # by id: each distinct shape, flattened
+        parts: dict[type[Obstacle], list[tuple[int, int, int]]] = {kind: [] for kind in _KINDS}
         for k, scene in enumerate(scenes):
             at = 0
             for shape in scene:
-                flat = _flat(shape, dtype, device)
-                parts[type(shape)].append((k, at, flat))
+                flat = flats.get(id(shape))
+                if flat is None:
+                    flat = flats[id(shape)] = _flat(shape, dtype, device)
+                parts[type(shape)].append((k, at, id(shape)))
                 at += _rows(flat)
             counts[k] = at
         groups, index = [], []
         for kind, entries in parts.items():
             if entries:
-                group, where = _padded(kind, entries, n, dtype, device)
+                group, where = _padded(kind, entries, flats, n, dtype, device)
                 groups.append(group)
                 index.append(where)
-        packed = PackedObstacles(tuple(groups), tuple(index), counts.to(device))
+        packed = PackedObstacles(tuple(groups), tuple(index), torch.as_tensor(counts, device=device))
         return packed.reshaped(()) if n == 1 else packed
 
     @property
@@ -136,22 +140,38 @@ def _rows(flat: Obstacle) -> int:
 
 
 def _padded(
-    kind: type[Obstacle], entries: list[tuple[int, int, Obstacle]], n: int, dtype: torch.dtype, device: torch.device
+    kind: type[Obstacle],
+    entries: list[tuple[int, int, int]],
+    flats: dict[int, Obstacle],
+    n: int,
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> tuple[Obstacle, Tensor]:
-    """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the first shape in its scene,
-    flattened shapes): the padded group ``(n, m)`` and each entry's index in its scene (-1 for padding)."""
-    scene = torch.cat([torch.full((_rows(flat),), k, dtype=torch.long) for k, _, flat in entries])
-    obstacle = torch.cat([torch.arange(at, at + _rows(flat)) for _, at, flat in entries])
-    per_scene = torch.bincount(scene, minlength=n)
-    slot = torch.arange(scene.shape[0]) - (torch.cumsum(per_scene, 0) - per_scene)[scene]  # rank in its scene
+    """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the shape's first row in its
+    scene, the shape's key in ``flats``): the padded group ``(n, m)`` and each entry's index in its scene (-1 for
+    padding)."""
+    keys = list(dict.fromkeys(key for _, _, key in entries))  # the distinct shapes, their rows one after another
+    sizes = np.array([_rows(flats[key]) for key in keys])
+    first_row = dict(zip(keys, (np.cumsum(sizes) - sizes).tolist(), strict=True))
+    scene_of, at_of, key_of = (np.array(column) for column in zip(*entries, strict=True))
+    rows_of = np.array([_rows(flats[key]) for key in key_of.tolist()])
+    start = np.array([first_row[key] for key in key_of.tolist()])
+    offset = np.arange(rows_of.sum()) - np.repeat(np.cumsum(rows_of) - rows_of, rows_of)  # row within its shape
+    scene = np.repeat(scene_of, rows_of)
+    obstacle = np.repeat(at_of, rows_of) + offset
+    source = np.repeat(start, rows_of) + offset  # the row in the distinct shapes' rows
+    per_scene = np.bincount(scene, minlength=n)
+    slot = np.arange(len(scene)) - (np.cumsum(per_scene) - per_scene)[scene]  # rank in its scene
     m = int(per_scene.max())
-    scene, slot = scene.to(device), slot.to(device)
+    scene_t, slot_t = torch.as_tensor(scene, device=device), torch.as_tensor(slot, device=device)
+    pick = torch.as_tensor(source, device=device)
     fields = {}
     for name, filler in _FILLERS[kind].items():
-        values = torch.cat([getattr(flat, name) for _, _, flat in entries])
+        values = torch.cat([getattr(flats[key], name) for key in keys]).index_select(0, pick)
         unit = torch.as_tensor(filler, dtype=dtype, device=device)
-        fields[name] = unit.expand(n, m, *unit.shape).contiguous().index_put((scene, slot), values)
-    where = torch.full((n, m), -1, dtype=torch.long, device=device).index_put((scene, slot), obstacle.to(device))
+        fields[name] = unit.expand(n, m, *unit.shape).contiguous().index_put((scene_t, slot_t), values)
+    where = torch.full((n, m), -1, dtype=torch.long, device=device)
+    where = where.index_put((scene_t, slot_t), torch.as_tensor(obstacle, device=device))
     return _built(kind, fields), where
 
 

@@ -157,17 +157,7 @@ Scenes = tuple[tuple[Obstacle, ...], ...]
 def check_obstacles(obstacles: object, name: str = "obstacles") -> tuple[Obstacle, ...]:
     """``obstacles`` (a sequence of shapes) as a tuple, checked: an :class:`~ik_layer.IKLayerError` naming
     ``name`` for anything else or more than :data:`MAX_OBSTACLES`."""
-    if isinstance(obstacles, (Sphere, Box, Capsule)):
-        obstacles = [obstacles]
-    if not isinstance(obstacles, (list, tuple)):
-        raise IKLayerError(f"{name} must be a list of ik_layer.Sphere, Box and Capsule, got {type(obstacles).__name__}")
-    for k, shape in enumerate(obstacles):
-        if not isinstance(shape, (Sphere, Box, Capsule)):
-            raise IKLayerError(f"{name}[{k}] must be an ik_layer.Sphere, Box or Capsule, got {type(shape).__name__}")
-    count = sum(_count(shape) for shape in obstacles)
-    if count > MAX_OBSTACLES:
-        raise IKLayerError(f"{name}: {count} shapes, more than {MAX_OBSTACLES}")
-    return tuple(obstacles)
+    return _checked(obstacles, name, {})[0]
 
 
 def check_scenes(obstacles: object, targets: int) -> Scenes:
@@ -186,11 +176,37 @@ def check_scenes(obstacles: object, targets: int) -> Scenes:
         raise IKLayerError(
             f"obstacles: one scene per target needs {targets} lists of shapes (one per target), got {len(obstacles)}"
         )
-    scenes = tuple(check_obstacles(scene, f"obstacles[{k}]") for k, scene in enumerate(obstacles))
-    count = sum(_count(shape) for scene in scenes for shape in scene)
-    if count > MAX_BATCH_OBSTACLES:
-        raise IKLayerError(f"obstacles: {count} shapes over all scenes, more than {MAX_BATCH_OBSTACLES}")
-    return scenes
+    counts: dict[int, int] = {}  # by id: a shape shared by many scenes is checked once
+    scenes, total = [], 0
+    for k, scene in enumerate(obstacles):
+        checked, count = _checked(scene, f"obstacles[{k}]", counts)
+        scenes.append(checked)
+        total += count
+    if total > MAX_BATCH_OBSTACLES:
+        raise IKLayerError(f"obstacles: {total} shapes over all scenes, more than {MAX_BATCH_OBSTACLES}")
+    return tuple(scenes)
+
+
+def _checked(obstacles: object, name: str, counts: dict[int, int]) -> tuple[tuple[Obstacle, ...], int]:
+    """``obstacles`` (one scene) as a tuple, checked as :func:`check_obstacles` does, and how many shapes it holds;
+    ``counts`` holds each shape's count by id, filled in as shapes are met."""
+    if isinstance(obstacles, (Sphere, Box, Capsule)):
+        obstacles = [obstacles]
+    if not isinstance(obstacles, (list, tuple)):
+        raise IKLayerError(f"{name} must be a list of ik_layer.Sphere, Box and Capsule, got {type(obstacles).__name__}")
+    total = 0
+    for k, shape in enumerate(obstacles):
+        count = counts.get(id(shape))
+        if count is None:
+            if not isinstance(shape, (Sphere, Box, Capsule)):
+                raise IKLayerError(
+                    f"{name}[{k}] must be an ik_layer.Sphere, Box or Capsule, got {type(shape).__name__}"
+                )
+            count = counts[id(shape)] = _count(shape)
+        total += count
+    if total > MAX_OBSTACLES:
+        raise IKLayerError(f"{name}: {total} shapes, more than {MAX_OBSTACLES}")
+    return tuple(obstacles), total
 
 
 def as_scenes(obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] | Scenes) -> Scenes:

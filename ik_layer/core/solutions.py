@@ -1,0 +1,217 @@
+"""Sets of answers: up to ``k`` distinct solutions per target, ranked by an objective (TRAC-IK's solve types).
+
+:func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as
+given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
+the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times from random
+starts (no warm start, no posture pull), at most :data:`MAX_ROUNDS` times (so at most ``1 + 3 (2 k + 2)``
+solves per target). A target's successes are ranked by the objective and kept greedily where they lie at least
+:data:`SEPARATION` from every one kept before (joint distance, angles of revolute joints that turn a full turn or
+more compared modulo a turn: a UR5e's eight branches, not their copies a turn apart).
+
+Objectives: ``"first"`` (the order found: the given start's answer first), ``"closest"`` (nearest the warm start,
+TRAC-IK's Distance), ``"manipulability"`` (the largest ``sqrt(det(J J^T))``, TRAC-IK's Manip1) and ``"posture"``
+(nearest the posture).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+from torch import Tensor
+
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import DEADLINE, EXHAUSTED, IKResult
+from ik_layer.exceptions import IKLayerError
+from ik_layer.model.robot import Robot
+
+__all__ = ["MAX_ROUNDS", "MAX_SOLUTIONS", "OBJECTIVES", "SEPARATION", "check_objective", "solve_set"]
+
+OBJECTIVES = ("first", "closest", "manipulability", "posture")
+"""The orders answers are ranked in (see the module's docstring)."""
+
+MAX_SOLUTIONS = 64
+"""The most solutions asked per target."""
+
+MAX_ROUNDS = 3
+"""The rounds of random starts after the first solve, for targets short of their solutions."""
+
+SEPARATION = 0.1
+"""The least joint distance between two solutions of one target [rad or m] (the norm over the joints)."""
+
+
+def check_objective(num_solutions: object, objective: object, problem: Problem) -> int:
+    """``num_solutions`` as an int, checked with ``objective`` against ``problem`` (its warm start or posture).
+
+    Raises:
+        IKLayerError: naming the bad argument.
+    """
+    if isinstance(num_solutions, bool) or not isinstance(num_solutions, int) or not 1 <= num_solutions <= MAX_SOLUTIONS:
+        raise IKLayerError(f"num_solutions must be an int in [1, {MAX_SOLUTIONS}], got {num_solutions!r}")
+    if objective not in OBJECTIVES:
+        raise IKLayerError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+    if objective == "closest" and problem.warm_start is None:
+        raise IKLayerError("objective='closest' ranks answers by their distance to the warm start: give warm_start")
+    if objective == "posture" and problem.posture is None:
+        raise IKLayerError("objective='posture' ranks answers by their distance to the posture: give posture")
+    return num_solutions
+
+
+def solve_set(
+    robot: Robot,
+    problem: Problem,
+    num_solutions: int,
+    objective: str,
+    run: Callable[[Problem], IKResult],
+    deadline: float | None = None,
+) -> IKResult:
+    """Up to ``num_solutions`` distinct solutions of each target of ``problem``, best first by ``objective``
+    (checked by :func:`check_objective`), each found by ``run`` (a solver of a problem; a new random seed each
+    call); no rounds start past ``deadline`` (``time.monotonic()``).
+
+    Returns:
+        The flat result (n, k, ...): a target's slots past its distinct solutions hold its best configuration
+        with ``success`` False and status EXHAUSTED (DEADLINE where the time ran out first).
+    """
+    n, k = problem.rows, num_solutions
+    found = [run(problem).reshaped((n,))]  # the answers of round r: (n_r,) for the targets rows[r]
+    rows = [torch.arange(n, device=problem.target.device)]
+    kept = _keep(robot, problem, objective, found, rows, k)
+    late = False
+    for round_ in range(MAX_ROUNDS):
+        wanting = kept.count < k
+        if round_ == 0 and objective != "first":  # a choice needs candidates: every target takes one round
+            wanting = torch.ones_like(wanting)
+        short = torch.nonzero(wanting).squeeze(-1)
+        if short.numel() == 0:
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            late = True
+            break
+        repeat = 2 * k + 2
+        again = short.repeat_interleave(repeat)
+        found.append(run(_random_starts(problem, again)))
+        rows.append(again)
+        kept = _keep(robot, problem, objective, found, rows, k)
+    return kept.result(late)
+
+
+class _Kept:
+    """Per target, the indices (into the candidates) of its kept solutions, best first, and the candidates."""
+
+    def __init__(self, candidates: IKResult, order: Tensor, count: Tensor, best: Tensor) -> None:
+        self.candidates, self.order, self.count, self.best = candidates, order, count, best
+
+    def result(self, late: bool) -> IKResult:
+        """The (n, k, ...) result: kept solutions first, then the target's best candidate, unsolved."""
+        slot = torch.arange(self.order.shape[1], device=self.order.device)
+        filled = slot < self.count[:, None]
+        pick = torch.where(filled, self.order, self.best[:, None])  # (n, k) candidate indices
+        c = self.candidates
+
+        def take(x: Tensor | None) -> Tensor | None:
+            return None if x is None else x[pick]
+
+        status = c.status[pick] if c.status is not None else None
+        if status is not None:
+            status = torch.where(filled, status, torch.full_like(status, DEADLINE if late else EXHAUSTED))
+        return IKResult(
+            q=c.q[pick],
+            success=c.success[pick] & filled,
+            position_error=c.position_error[pick],
+            orientation_error=c.orientation_error[pick],
+            iterations=c.iterations[pick],
+            min_distance=take(c.min_distance),
+            closest_pair=take(c.closest_pair),
+            status=status,
+        )
+
+
+def _keep(robot: Robot, problem: Problem, objective: str, found: list[IKResult], rows: list[Tensor], k: int) -> _Kept:
+    """Rank every target's successful candidates by ``objective``, keep up to ``k`` that lie apart (greedily, best
+    first: one pass per candidate rank, every target at once)."""
+    candidates = _concat(found)
+    owner = torch.cat(rows)  # (C,) the target of each candidate
+    n, q = problem.rows, candidates.q
+    score = _scores(robot, problem, objective, q, owner)  # lower first
+    score = torch.where(candidates.success, score, torch.inf)
+    by_score = torch.argsort(score, stable=True)  # (the order found breaks ties)
+    order = by_score[torch.argsort(owner[by_score], stable=True)]  # by target, then score
+    per_target = torch.bincount(owner, minlength=n)
+    rank = torch.arange(order.shape[0], device=q.device) - (torch.cumsum(per_target, 0) - per_target)[owner[order]]
+    table = torch.full((n, int(per_target.max())), -1, dtype=torch.long, device=q.device)
+    table[owner[order], rank] = order  # (n, M): each target's candidates, best first
+    wrapped = _wrapping(robot)
+    kept = torch.full((n, k), -1, dtype=torch.long, device=q.device)
+    count = torch.zeros(n, dtype=torch.long, device=q.device)
+    everyone = torch.arange(n, device=q.device)
+    for j in range(table.shape[1]):
+        index = table[:, j]
+        ok = (index >= 0) & torch.isfinite(score[index.clamp_min(0)]) & (count < k)
+        if not bool(ok.any()):
+            continue
+        near = _distance(q[kept.clamp_min(0)], q[index.clamp_min(0)][:, None], wrapped)  # (n, k)
+        apart = ((near >= SEPARATION) | (kept < 0)).all(-1)
+        take = ok & apart
+        kept[everyone[take], count[take]] = index[take]
+        count = count + take.long()
+    # each target's best candidate where none succeeded: its first round's answer (its best seed)
+    first = torch.zeros(n, dtype=torch.long, device=q.device)
+    first[rows[0]] = torch.arange(rows[0].shape[0], device=q.device)
+    return _Kept(candidates, kept, count, torch.where(count > 0, kept[:, 0], first))
+
+
+def _scores(robot: Robot, problem: Problem, objective: str, q: Tensor, owner: Tensor) -> Tensor:
+    """Each candidate's rank by ``objective``, lower first."""
+    if objective == "first":
+        return torch.arange(q.shape[0], dtype=q.dtype, device=q.device)
+    if objective == "manipulability":  # Yoshikawa's sqrt(det(J J^T)) (J^T J with more rows than joints)
+        jac = robot.kinematics(q, jacobian=True)[1]
+        jac = jac.flatten(-3, -2) if jac.dim() == q.dim() + 2 else jac  # several frames: their rows stacked
+        gram = jac @ jac.transpose(-1, -2) if jac.shape[-2] <= jac.shape[-1] else jac.transpose(-1, -2) @ jac
+        return -torch.linalg.det(gram).clamp_min(0).sqrt()
+    reference = problem.warm_start if objective == "closest" else problem.posture
+    assert reference is not None  # check_objective
+    return _distance(q, reference[owner], _wrapping(robot))
+
+
+def _wrapping(robot: Robot) -> Tensor:
+    """(nq,) bool: the coordinates compared modulo a turn (continuous and full-turn revolute joints)."""
+    joints = robot.continuous | robot.full_turn
+    base = torch.zeros(robot.nq - joints.shape[0], dtype=torch.bool, device=joints.device)
+    return torch.cat((base, joints))
+
+
+def _distance(a: Tensor, b: Tensor, wrapped: Tensor) -> Tensor:
+    """Joint distance (...) between ``a`` and ``b`` (..., nq), ``wrapped`` coordinates modulo a turn."""
+    gap = a - b
+    turned = torch.remainder(gap + torch.pi, 2 * torch.pi) - torch.pi
+    return torch.where(wrapped, turned, gap).norm(dim=-1)
+
+
+def _concat(results: list[IKResult]) -> IKResult:
+    """The rows of ``results`` one after the other."""
+
+    def cat(name: str) -> Tensor | None:
+        parts = [getattr(r, name) for r in results]
+        return None if parts[0] is None else torch.cat(parts)
+
+    fields = {name: cat(name) for name in vars(results[0])}
+    return IKResult(**fields)  # type: ignore[arg-type]
+
+
+def _random_starts(problem: Problem, rows: Tensor) -> Problem:
+    """The targets ``rows`` (repeats allowed) as a problem of their own, every seed from a random start (no warm
+    start, and no posture: the solvers start a seed there)."""
+    scenes = problem.obstacles if len(problem.obstacles) == 1 else tuple(problem.obstacles[r] for r in rows.tolist())
+    return replace(
+        problem,
+        batch=torch.Size([rows.shape[0]]),
+        target=problem.target[rows],
+        weights=problem.weights[rows],
+        warm_start=None,
+        posture=None,
+        obstacles=scenes,
+    )

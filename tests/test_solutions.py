@@ -1,0 +1,133 @@
+"""Sets of answers (``num_solutions``, ``objective``): every solution reaches its target (checked with Pinocchio),
+solutions of one target lie apart, a UR5e's branches are all found (as many as hundreds of random starts find),
+objectives rank the solutions, shapes gain the solutions' dimension, bad arguments get clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+import torch
+
+import ik_layer
+from ik_layer import IKLayerError, Sphere
+from ik_layer.collision.cost import CollisionCost
+from ik_layer.core.solutions import SEPARATION, _distance, _wrapping
+
+F64 = torch.float64
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def assert_reaches(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor) -> None:
+    """Pinocchio's FK of every ``q`` (m, nq) lies within the default tolerances of its ``target`` (m, 4, 4)."""
+    model, data = robot.model, robot.model.createData()
+    frame = model.getFrameId(robot.ee_frame)
+    for qi, ti in zip(robot.to_pinocchio_q(q).numpy(), target.numpy(), strict=True):
+        pin.framesForwardKinematics(model, data, qi)
+        placement = data.oMf[frame]
+        assert np.linalg.norm(placement.translation - ti[:3, 3]) <= 1e-4
+        assert np.linalg.norm(pin.log3(ti[:3, :3] @ placement.rotation.T)) <= 1e-3
+
+
+def distinct(robot: ik_layer.Robot, q: torch.Tensor) -> list[torch.Tensor]:
+    """``q`` (m, nq) kept greedily where at least SEPARATION from those kept (full turns wrapped)."""
+    kept: list[torch.Tensor] = []
+    for x in q:
+        if all(float(_distance(x, y, _wrapping(robot))) >= SEPARATION for y in kept):
+            kept.append(x)
+    return kept
+
+
+def test_a_ur5e_finds_every_branch_that_random_starts_find() -> None:
+    robot = ik_layer.load_robot("ur5e")
+    target = robot.fk(robot.random_q((12,), generator=gen(1)))
+    result = ik_layer.solve(robot, target, num_solutions=8, generator=gen(2))
+    assert result.q.shape == (12, 8, 6) and result.success.shape == (12, 8) and result.status is not None
+    counts = result.success.sum(-1)
+    assert int((counts == 8).sum()) >= 6  # most generic targets have all eight branches
+    for row in range(12):
+        found = result.q[row][result.success[row]]
+        assert_reaches(robot, found, target[row].expand(len(found), 4, 4))
+        assert len(distinct(robot, found)) == len(found)  # pairwise apart
+        many = ik_layer.solve(robot, target[row].expand(300, 4, 4), num_seeds=1, generator=gen(3 + row))
+        assert len(distinct(robot, many.q[many.success])) == int(counts[row])  # as many as 300 starts find
+        assert result.status[row].tolist() == [1] * int(counts[row]) + [2] * (8 - int(counts[row]))
+
+
+@pytest.mark.parametrize("objective", ["closest", "posture", "manipulability"])
+def test_the_objective_ranks_the_solutions(objective: str) -> None:
+    robot = ik_layer.load_robot("ur5e")
+    target = robot.fk(robot.random_q((6,), generator=gen(4)))
+    near = robot.random_q((6,), generator=gen(5))
+    result = ik_layer.solve(
+        robot, target, num_solutions=4, objective=objective, warm_start=near, posture=near, generator=gen(6)
+    )
+    ranked = 0
+    for row in range(6):
+        q = result.q[row][result.success[row]]
+        ranked += len(q) >= 2
+        if objective == "manipulability":
+            jac = robot.fk_jacobian(q)[1]
+            key = -torch.linalg.det(jac @ jac.transpose(-1, -2)).sqrt()
+        else:
+            key = _distance(q, near[row], _wrapping(robot))
+        assert bool((key[1:] >= key[:-1] - 1e-12).all()), key
+    assert ranked >= 4  # most targets have several branches to rank
+
+
+def test_one_closest_solution_is_no_farther_than_the_first_found() -> None:
+    """The same first round (the warm start's answer), then random starts: the closest of them all."""
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q((8,), generator=gen(7)))
+    start = robot.random_q((8,), generator=gen(8))
+    closest = ik_layer.solve(robot, target, warm_start=start, objective="closest", generator=gen(9))
+    first = ik_layer.solve(robot, target, warm_start=start, generator=gen(9))
+    assert closest.q.shape == (8, 7) and bool(closest.success.all()) and bool(first.success.all())
+    wrap = _wrapping(robot)
+    assert bool((_distance(closest.q, start, wrap) <= _distance(first.q, start, wrap) + 1e-12).all())
+    assert_reaches(robot, closest.q, target)
+
+
+def test_the_reference_path_and_per_target_scenes_take_solutions_too() -> None:
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q((3,), generator=gen(10)))
+    scenes = [[Sphere([0.3, 0.3, 0.4], 0.05)], [], [Sphere([0.4, -0.2, 0.3], 0.08)]]
+    result = ik_layer.solve(robot, target, num_solutions=3, obstacles=scenes, reference=True, generator=gen(11))
+    assert result.min_distance is not None and result.min_distance.shape == (3, 3)
+    for row, scene in enumerate(scenes):
+        found = result.q[row][result.success[row]]
+        assert len(found) == 3 and len(distinct(robot, found)) == 3
+        cost = CollisionCost.of(robot, scene, ik_layer.SolveOptions()) if scene else None
+        if cost is not None:
+            torch.testing.assert_close(result.min_distance[row], cost.min_distance(robot, found), atol=1e-10, rtol=0)
+
+
+def test_shapes_follow_the_targets_batch() -> None:
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q((2, 3), generator=gen(12)))
+    result = ik_layer.solve(robot, target, num_solutions=2, generator=gen(13))
+    assert result.q.shape == (2, 3, 2, 7) and result.success.shape == (2, 3, 2)
+    assert result.position_error.shape == (2, 3, 2) and result.iterations.shape == (2, 3, 2)
+    one = ik_layer.solve(robot, target, objective="manipulability", generator=gen(13))
+    assert one.q.shape == (2, 3, 7) and one.success.shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"num_solutions": 0}, "num_solutions must be an int in [1, 64]"),
+        ({"num_solutions": 65}, "num_solutions must be an int"),
+        ({"num_solutions": 2.0}, "num_solutions must be an int"),
+        ({"num_solutions": True}, "num_solutions must be an int"),
+        ({"objective": "fast"}, "objective must be one of"),
+        ({"objective": "closest"}, "give warm_start"),
+        ({"objective": "posture"}, "give posture"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them(arguments: dict, words: str) -> None:
+    robot = ik_layer.load_robot("panda")
+    with pytest.raises(IKLayerError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        ik_layer.solve(robot, robot.fk(robot.neutral_q()), **arguments)
