@@ -11,8 +11,9 @@ random steps from those that qualify). Each target set is solved by
 - ``plain``: no collision term (its answers may well collide);
 - ``self``: ``self_collision=1`` alone;
 - ``scene``: the scene's obstacles and ``self_collision=1``;
-- ``scene per target``: the same, the scene given once per target (``obstacles=[scene] * n``: one scene per
-  target, packed per target into the engine's obstacle table).
+- ``scene per target``: one scene per target (``obstacles=[[...], ...]``): the scene's shapes (the same objects
+  in every target's list) and a small ball of each target's own far from the arm, so that every target's scene
+  differs and is packed into the engine's obstacle table of its own.
 
 Every answer is checked independently: a success must reach its target by Pinocchio's FK (1e-4 m, 1e-3 rad) inside
 the limits and, for ``self`` and ``scene``, coal (hpp-fcl) must find the spheres (placed by Pinocchio) clear of the
@@ -110,6 +111,11 @@ def free_targets(
         raise SystemExit(f"{robot.name}: the scene leaves too few collision-free configurations")
     q = pool[torch.randperm(pool.shape[0], generator=generator)[:n]]
     return robot.fk(q), q
+
+
+def per_target(obstacles: list, n: int) -> list[list]:
+    """``n`` scenes: ``obstacles`` and a 1 cm ball of each scene's own, 3 m from the base (it never comes near)."""
+    return [[*obstacles, Sphere([3.0, 0.0, 0.001 * k], 0.01)] for k in range(n)]
 
 
 class CoalCheck:
@@ -214,7 +220,7 @@ def main() -> int:
                 "plain": (lambda n: {}, in_scene),
                 "self": (lambda n: {"self_collision": 1}, alone),
                 "scene": (lambda n: {"obstacles": obstacles, "self_collision": 1}, in_scene),
-                "scene per target": (lambda n: {"obstacles": [obstacles] * n, "self_collision": 1}, in_scene),
+                "scene per target": (lambda n: {"obstacles": per_target(obstacles, n), "self_collision": 1}, in_scene),
             }
             plain_rate = 0.0
             for label, (arguments, coal_view) in runs.items():

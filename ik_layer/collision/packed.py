@@ -45,16 +45,17 @@ class PackedObstacles:
         tensors in ``dtype`` on ``device`` (a shape shared by several scenes flattened once)."""
         n = len(scenes)
         counts = np.zeros(n, dtype=np.int64)
-        flats: dict[int, Obstacle] = {}  # by id: each distinct shape, flattened
-        parts: dict[type[Obstacle], list[tuple[int, int, int]]] = {kind: [] for kind in _KINDS}
+        flats: dict[int, tuple[Obstacle, int]] = {}  # by id: each distinct shape, flattened, and its rows
+        parts: dict[type[Obstacle], list[tuple[int, int, int, int]]] = {kind: [] for kind in _KINDS}
         for k, scene in enumerate(scenes):
             at = 0
             for shape in scene:
-                flat = flats.get(id(shape))
-                if flat is None:
-                    flat = flats[id(shape)] = _flat(shape, dtype, device)
-                parts[type(shape)].append((k, at, id(shape)))
-                at += _rows(flat)
+                known = flats.get(id(shape))
+                if known is None:
+                    flat = _flat(shape, dtype, device)
+                    known = flats[id(shape)] = (flat, _rows(flat))
+                parts[type(shape)].append((k, at, id(shape), known[1]))
+                at += known[1]
             counts[k] = at
         groups, index = [], []
         for kind, entries in parts.items():
@@ -141,20 +142,19 @@ def _rows(flat: Obstacle) -> int:
 
 def _padded(
     kind: type[Obstacle],
-    entries: list[tuple[int, int, int]],
-    flats: dict[int, Obstacle],
+    entries: list[tuple[int, int, int, int]],
+    flats: dict[int, tuple[Obstacle, int]],
     n: int,
     dtype: torch.dtype,
     device: torch.device,
 ) -> tuple[Obstacle, Tensor]:
     """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the shape's first row in its
-    scene, the shape's key in ``flats``): the padded group ``(n, m)`` and each entry's index in its scene (-1 for
-    padding)."""
-    keys = list(dict.fromkeys(key for _, _, key in entries))  # the distinct shapes, their rows one after another
-    sizes = np.array([_rows(flats[key]) for key in keys])
+    scene, the shape's key in ``flats``, its rows): the padded group ``(n, m)`` and each entry's index in its scene
+    (-1 for padding)."""
+    keys = list(dict.fromkeys(key for _, _, key, _ in entries))  # the distinct shapes, their rows one after another
+    sizes = np.array([flats[key][1] for key in keys])
     first_row = dict(zip(keys, (np.cumsum(sizes) - sizes).tolist(), strict=True))
-    scene_of, at_of, key_of = (np.array(column) for column in zip(*entries, strict=True))
-    rows_of = np.array([_rows(flats[key]) for key in key_of.tolist()])
+    scene_of, at_of, key_of, rows_of = (np.array(column) for column in zip(*entries, strict=True))
     start = np.array([first_row[key] for key in key_of.tolist()])
     offset = np.arange(rows_of.sum()) - np.repeat(np.cumsum(rows_of) - rows_of, rows_of)  # row within its shape
     scene = np.repeat(scene_of, rows_of)
@@ -167,7 +167,7 @@ def _padded(
     pick = torch.as_tensor(source, device=device)
     fields = {}
     for name, filler in _FILLERS[kind].items():
-        values = torch.cat([getattr(flats[key], name) for key in keys]).index_select(0, pick)
+        values = torch.cat([getattr(flats[key][0], name) for key in keys]).index_select(0, pick)
         unit = torch.as_tensor(filler, dtype=dtype, device=device)
         fields[name] = unit.expand(n, m, *unit.shape).contiguous().index_put((scene_t, slot_t), values)
     where = torch.full((n, m), -1, dtype=torch.long, device=device)
