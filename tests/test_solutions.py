@@ -131,3 +131,28 @@ def test_bad_arguments_are_refused_naming_them(arguments: dict, words: str) -> N
     robot = ik_layer.load_robot("panda")
     with pytest.raises(IKLayerError, match=words.replace("[", r"\[").replace("]", r"\]")):
         ik_layer.solve(robot, robot.fk(robot.neutral_q()), **arguments)
+
+
+def test_each_solution_carries_its_own_gradient() -> None:
+    """ur5e (no null space): each solution's dq/d(target twist) is the inverse of its own Jacobian."""
+    from ik_layer.model.lie import so3_exp
+
+    robot = ik_layer.load_robot("ur5e")
+    target = robot.fk(robot.random_q((1,), generator=gen(14)))[0]
+    xi = torch.zeros(6, dtype=F64, requires_grad=True)
+    moved = torch.eye(4, dtype=F64).clone()
+    moved[:3, :3] = so3_exp(xi[3:])
+    moved[:3, 3] = xi[:3]
+    result = ik_layer.ik_solve(robot, moved @ target, num_solutions=3, generator=gen(15))
+    assert result.q.shape == (3, 6) and bool(result.success.all())
+    # the twist moves the target about the base's origin: at the target, v + w x p
+    p = target[:3, 3]
+    shift = torch.eye(6, dtype=F64)
+    shift[:3, 3:] = -torch.tensor([[0, -p[2], p[1]], [p[2], 0, -p[0]], [-p[1], p[0], 0]], dtype=F64)
+    expected = [ik_layer.target_gradient(robot, result.q[s].detach()) @ shift for s in range(3)]
+    for s in range(3):
+        rows = torch.stack([torch.autograd.grad(result.q[s, j], xi, retain_graph=True)[0] for j in range(6)])
+        # within the pose tolerances, not at zero error: the implicit step moves q by up to about 1e-4
+        torch.testing.assert_close(rows, expected[s], atol=1e-3, rtol=0)
+        assert all(float((rows - expected[o]).abs().max()) > 0.1 for o in range(3) if o != s)  # its own
+    assert float((result.q[0] - result.q[1]).detach().abs().max()) > SEPARATION

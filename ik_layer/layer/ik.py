@@ -102,10 +102,15 @@ def ik_solve(
     posture = solve_arguments.get("posture")
     opts = SolveOptions.build(options, **changes)
     gains = gains_of(opts, posture is not None)
+    targets = target_t.shape[: target_t.dim() - len(robot.target_shape)]
+    obstacles = check_scenes(solve_arguments.get("obstacles", ()), math.prod(targets))
+    if result.q.dim() > len(targets) + 1:  # num_solutions > 1: each input gains the solutions' axis
+        target_t = _per_solution(target_t, 2 + frames)
+        tool_t, base_t = _per_solution(tool_t, 2 + frames), _per_solution(base_t, 2)
+        sqrt_w = _per_solution(sqrt_w, 1 + frames)
+        posture = None if posture is None else _per_solution(torch.as_tensor(posture), 1)
     if posture is not None:  # as the solve took it: one per target row
         posture = posture.expand_as(result.q)
-    batch = result.q.shape[:-1]
-    obstacles = check_scenes(solve_arguments.get("obstacles", ()), math.prod(batch))
     collides = CollisionCost.of(robot, obstacles, opts) is not None
 
     def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor, *tensors: Tensor) -> Tensor:
@@ -119,7 +124,7 @@ def ik_solve(
         if collides:
             collision = CollisionCost.of(robot, _with_tensors(obstacles, tensors), opts)
             assert collision is not None  # as above
-            grad = grad + LM.collision_gain * collision.reshaped(batch).gradient(robot, q)
+            grad = grad + LM.collision_gain * collision.reshaped(targets).gradient(robot, q)
         return torch.cat((r, _null_space_part(weighted, grad)), -1)
 
     jac = None  # the secondary rows' Jacobian: by autograd
@@ -204,6 +209,12 @@ def _holding(shape: Obstacle, given: Iterator[Tensor]) -> Obstacle:
     """``shape`` with its tensors taken in order from ``given``."""
     fields: dict[str, Any] = {name: next(given) for name in vars(shape)}
     return replace(shape, **fields)
+
+
+def _per_solution(x: Tensor, own: int) -> Tensor:
+    """``x`` (..., own dims) given per target, with an axis for the solutions after the targets' batch (none where
+    ``x`` has no batch: it broadcasts)."""
+    return x.unsqueeze(-own - 1) if x.dim() > own else x
 
 
 def _per_frame(robot: Robot, base: Tensor) -> Tensor:
