@@ -518,3 +518,30 @@ def test_solve_refuses_a_bad_scene_file_naming_the_entry(tmp_path, poses, capsys
     assert main(["solve", ROBOT, str(targets), "-o", str(tmp_path / "o.csv"), "--scene", str(scene)]) == 2
     assert "obstacles[1] (box) misses ['pose', 'size']" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npz", ".jsonl"])
+def test_solve_writes_several_solutions_per_target_ranked(tmp_path, suffix):
+    from ik_layer.core.solutions import _distance, _wrapping
+
+    ur5e = ik_layer.load_robot("ur5e")
+    generator = torch.Generator().manual_seed(4)
+    poses = matrix_to_pose(ur5e.fk(ur5e.random_q((3,), generator=generator))).numpy()
+    targets = write_targets(tmp_path / f"targets{suffix}", poses)
+    start = ur5e.random_q((3,), generator=generator)
+    seeds = tmp_path / "seeds.npy"
+    np.save(seeds, start.numpy())
+    out = tmp_path / f"out{suffix}"
+    arguments = ["--num-solutions", "4", "--objective", "closest", "--warm-start", str(seeds), "--random-seed", "5"]
+    assert main(["solve", "ur5e", str(targets), "-o", str(out), *arguments]) == 0
+    result = read_result(out, ur5e.dof)
+    lines = result["line"].reshape(3, 4)  # each target's line on its four rows
+    assert (lines == lines[:, :1]).all() and len(set(lines[:, 0].tolist())) == 3
+    q = torch.as_tensor(result["q"]).reshape(3, 4, ur5e.dof)
+    success = torch.as_tensor(result["success"]).reshape(3, 4)
+    assert int(success.sum()) >= 9
+    for row in range(3):
+        found = q[row][success[row]]
+        assert_reaches(ur5e, found.numpy(), np.repeat(poses[row : row + 1], len(found), axis=0))
+        away = _distance(found, start[row], _wrapping(ur5e))
+        assert bool((away[1:] >= away[:-1]).all())  # closest first

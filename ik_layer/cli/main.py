@@ -42,6 +42,7 @@ from ik_layer.collision.scene import load_scene
 from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
 from ik_layer.core.result import ROW_STATUS
+from ik_layer.core.solutions import OBJECTIVES
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.loading import load_robot
 from ik_layer.model.lie import matrix_to_pose
@@ -105,6 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("--batch-size", type=_positive, default=1024, help="targets per solver call (default 1024)")
     ik.add_argument("--warm-start", type=Path, help="warm starts: one configuration per target (or one for all)")
     ik.add_argument("--random-seed", type=int, help="seed of the solver's random generator (reproducible runs)")
+    ik.add_argument(
+        "--num-solutions",
+        type=_positive,
+        default=1,
+        help="up to this many distinct solutions per target, one output row each (a solution column numbers them)",
+    )
+    ik.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="first",
+        help="how solutions rank, best first: as found, closest to --warm-start (TRAC-IK's Distance), most "
+        "manipulable (Manip1) or closest to the posture (default first)",
+    )
     ik.add_argument(
         "--timeout",
         type=_seconds,
@@ -280,14 +294,14 @@ def run_solve(args: argparse.Namespace) -> int:
     try:
         _solve_chunks(args, robot, targets.values, warm_start, obstacles, generator, chunks)
     except KeyboardInterrupt:
-        done = _write_results(args.output, robot, targets.lines, chunks)
+        done = _write_results(args.output, robot, targets.lines, chunks, args.num_solutions)
         print(
             f"ik-layer solve: interrupted; wrote the {done} of {len(targets.lines)} rows solved so far "
             f"to {args.output}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    _write_results(args.output, robot, targets.lines, chunks)
+    _write_results(args.output, robot, targets.lines, chunks, args.num_solutions)
     _print_summary(chunks, time.perf_counter() - start, args.output)
     return EXIT_OK
 
@@ -351,21 +365,23 @@ def _solve_chunks(
                 else torch.as_tensor(warm_start[rows], dtype=robot.dtype, device=robot.device)
             )
             result = solve(
-                robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator, timeout=args.timeout
-            )
-            chunks.append(result)
-            done += len(result.success)
+                robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator, timeout=args.timeout,
+                num_solutions=args.num_solutions, objective=args.objective,
+            )  # fmt: skip
+            chunks.append(result.reshaped((len(chunk) * args.num_solutions,)))  # a row per solution
+            done += result.success.numel()
             succeeded += int(result.success.sum())
-            bar.update(len(result.success))
+            bar.update(len(chunk))
             bar.set_postfix(success=f"{succeeded / done:.1%}", refresh=False)
 
 
-def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult]) -> int:
-    """Write the solved chunks (q, success, errors, iterations and, with obstacles or self-collision, the least
-    distance per row) to ``path``; return the row count."""
+def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult], solutions: int) -> int:
+    """Write the solved chunks (q, success, errors, iterations, status and, with obstacles or self-collision, the
+    least distance per row; ``solutions`` rows per target, numbered by a ``solution`` column when more than one) to
+    ``path``; return the row count."""
     q = _gather(chunks, "q", np.float64).reshape(-1, robot.nq)
     columns = {
-        "line": lines[: len(q)],
+        "line": np.repeat(lines, solutions)[: len(q)],
         "q": q,
         "success": _gather(chunks, "success", np.bool_),
         "position_error": _gather(chunks, "position_error", np.float64),
@@ -373,11 +389,13 @@ def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKR
         "iterations": _gather(chunks, "iterations", np.int64),
         "status": np.array([ROW_STATUS[code] for code in _gather(chunks, "status", np.int32).tolist()], dtype=str),
     }
+    if solutions > 1:
+        columns["solution"] = np.tile(np.arange(solutions), len(lines))[: len(q)]
     if chunks and chunks[0].min_distance is not None:
         columns["min_distance"] = _gather(chunks, "min_distance", np.float64)
     table = Table(columns, {"q": q_columns(robot.joint_names, robot.floating_base)})
     write_table(path, table)
-    return len(q)
+    return len(q) // solutions
 
 
 def _gather(chunks: list[IKResult], field: str, dtype: type) -> np.ndarray:
