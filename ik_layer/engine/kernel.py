@@ -29,7 +29,8 @@ no success. Such a seed polishes, stepping down the collision cost (and the seco
 until it is free; one that stops polishing in collision (or cannot polish: no null space, no secondary terms)
 restarts at once, with probability ``LM.pooled_restarts`` from one of the collision-free answers of its request
 that the host keeps in the slot's start pool (``pool``: ``pool_count`` of ``POOL_STARTS`` rows of ``pool_q``),
-else at random. A free configuration
+else at random; while its pool is still empty it waits, once, for the next launch (the host fills pools between
+launches) instead of restarting at random. A free configuration
 within the tolerances is a success at once unless secondary terms are to polish: the collision term gates and
 repairs, it does not pull on the way (which would cost its evaluation at every iteration).
 
@@ -405,6 +406,7 @@ def lm_block_kernel(
         patience = restart_after[i]
         st = int(RUNNING)
         polish = polish_from[i]  # the iteration of the seed's first success with secondary terms; -1, or -2: stuck
+        # (in collision, restarting), -3: stuck and waiting for the next launch, once, for its start pool to fill
         scale = polish_scale[i]  # the polish's step, a fraction of the pull
         drawn = random_start[i]
         if it == 0 and drawn == 1:  # a start drawn in the limits (as Robot.random_q), first from the restart stream
@@ -580,17 +582,23 @@ def lm_block_kernel(
                     polish = -2
                     age = patience
             # progress check: restart at random; a seed stuck in collision restarts at once
-            if st == RUNNING and polish < 0 and (it % every == 0 or polish == -2) and it < limit:
+            if st == RUNNING and polish < 0 and (it % every == 0 or polish <= -2) and it < limit:
                 if cost > f(progress) * last or age >= patience or mu >= f(mu_max):
                     pooled = wp.int32(0)
+                    wait = wp.int32(0)
                     if wp.static(with_collision):  # noqa: SIM102
-                        if polish == -2 and pool >= 0:  # stuck in collision: mostly from a free answer of the solve
+                        if polish <= -2 and pool >= 0:  # stuck in collision: mostly from a free answer of the solve
                             stored = problem.pool_count[pool]
                             if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
                                 row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
                                 for a in range(nq):
                                     q[a] = problem.pool_q[row, a]
                                 pooled = 1
+                            elif stored == 0 and polish == -2:  # none yet: wait (once) for the next block's
+                                wait = 1
+                    if wait != 0:
+                        polish = -3
+                        break
                     if pooled == 0:
                         q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
                     mu = f(mu_init)
