@@ -33,6 +33,7 @@ def load_robot(
     active_joints: Sequence[str] | None = None,
     locked: Mapping[str, float] | None = None,
     floating_base: bool = False,
+    base_frame: str | None = None,
     dtype: torch.dtype | str | None = torch.float64,
     device: str | torch.device | None = "cpu",
     collision: str | os.PathLike[str] | Mapping[str, object] | None = "auto",
@@ -55,6 +56,10 @@ def load_robot(
             (Pinocchio's neutral configuration).
         floating_base: put the model under a free-flyer root joint (whole-body IK of humanoids and legged
             robots): ``q`` gets the base pose first and poses are in the world (see :class:`Robot`).
+        base_frame: a frame of the model the chains start from (KDL's and TRAC-IK's base link: a torso-mounted
+            arm from its shoulder, a camera frame): poses, Jacobians, targets, obstacles and gradients are in that
+            frame, and every joint that moves it stays locked (at 0 or its ``locked`` value); default: the model's
+            root.
         dtype: dtype of the robot's tensors, torch.float32 or torch.float64 (or its name, ``"float32"``);
             None keeps float64.
         device: device of the robot's tensors; None keeps the CPU.
@@ -87,6 +92,7 @@ def load_robot(
         active_joints=active_joints,
         locked=locked,
         floating_base=floating_base,
+        base_frame=base_frame,
     )
     robot = robot.to(device=device, dtype=dtype)
     robot.collision = _collision_model(robot, source, collision, srdf)

@@ -38,6 +38,9 @@ class RobotSpec(BaseModel):
         description="several end-effector frames solved at once (not with ee_frame); one name is the same as ee_frame",
     )
     floating_base: StrictBool = Field(False, description="a free-flyer base: q starts with the base pose")
+    base_frame: str | None = Field(
+        None, min_length=1, description="the frame the chains start from: poses and targets in it (default: the root)"
+    )
     active_joints: list[str] | None = None
     locked: dict[str, float] | None = Field(None, description="joint name -> value [rad or m] held fixed")
 
@@ -101,6 +104,7 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
                 active_joints=spec.active_joints,
                 locked=spec.locked,
                 floating_base=spec.floating_base,
+                base_frame=spec.base_frame,
             )
         except IKLayerError as err:
             raise IKLayerError(f"robot {label}: {err}") from err

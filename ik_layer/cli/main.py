@@ -193,6 +193,11 @@ def _robot_arguments(parser: argparse.ArgumentParser) -> None:
         help="put the robot on a free-flyer base: configurations start with its pose in the world, columns "
         f"{' '.join(BASE_COLUMNS)} [m; a quaternion, normalised], then the joints; poses and targets are in the world",
     )
+    parser.add_argument(
+        "--base-frame",
+        help="the frame the chains start from (a torso, a camera): poses and targets are in it; the joints that "
+        "move it stay locked (default: the model's root)",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="(default cpu)")
     parser.add_argument("--dtype", choices=tuple(_DTYPES), default="float64", help="(default float64)")
     parser.add_argument(
@@ -430,6 +435,7 @@ def _robot(args: argparse.Namespace, collision: str | Path | None = None) -> Rob
         active_joints=args.active_joints,
         locked=dict(args.locked) or None,
         floating_base=args.floating_base,
+        base_frame=args.base_frame,
         dtype=_DTYPES[args.dtype],
         device=_device(args.device),
         collision=collision,

@@ -68,6 +68,7 @@ def select_joints(
     locked: Mapping[str, float] | None = None,
     *,
     floating_base: bool = False,
+    base_frame: str | None = None,
 ) -> JointSelection:
     """The joints a robot on ``model`` moves towards ``ee_frames`` (see the module docstring).
 
@@ -75,11 +76,18 @@ def select_joints(
     never one below a mimic joint). ``floating_base``: whether a
     free-flyer will carry ``model`` (frames fixed to the base are then end-effectors too). Raises FrameNotFound,
     JointNotFound, UnsupportedModelError (a moving joint of an unsupported type, no moving joint under a frame
-    of a fixed base, or no moving joint at all) or IKLayerError (arguments).
+    of a fixed base, or no moving joint at all) or IKLayerError (arguments). ``base_frame``: the frame the
+    chains start from; every joint that moves it stays locked (not in ``active_joints``).
     """
     mimic = {n: m for n, m in (mimic or {}).items() if model.existJointName(n) and model.existJointName(m.leader)}
     reference = _reference(model, locked or {}, mimic)
     free = _free_joints(model, active_joints, locked or {}, mimic)
+    if base_frame is not None:  # the joints that move the base frame are locked
+        below = set(_chain(model, frame_id(model, base_frame)))
+        named = sorted(model.names[j] for j in below & free) if active_joints is not None else []
+        if named:
+            raise IKLayerError(f"active joints {named} move base_frame {base_frame!r}: they stay locked")
+        free -= below
     blocked = {j for j in free if _unsupported(model, j) or model.names[j] in mimic}
     frames = _movable_frames(model, free, blocked)
     if ee_frames is None:

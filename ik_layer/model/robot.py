@@ -205,14 +205,22 @@ class Robot(nn.Module):
         active_joints: Sequence[str] | None = None,
         locked: Mapping[str, float] | None = None,
         floating_base: bool = False,
+        base_frame: str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(model, pin.Model):
             raise IKLayerError(f"model must be a pinocchio.Model, got {type(model).__name__}")
         if not isinstance(floating_base, bool):
             raise IKLayerError(f"floating_base must be True or False, got {floating_base!r}")
+        if base_frame is not None and (floating_base or not isinstance(base_frame, str)):
+            raise IKLayerError(
+                f"base_frame must be a frame's name (str), and excludes floating_base=True; got {base_frame!r}"
+            )
         frames = _frame_names(ee_frame, ee_frames)
-        selection = select_joints(model, frames, mimic_joints, active_joints, locked, floating_base=floating_base)
+        selection = select_joints(
+            model, frames, mimic_joints, active_joints, locked, floating_base=floating_base, base_frame=base_frame
+        )
+        self.base_frame = base_frame
         self.floating_base = floating_base
         add_base = with_free_flyer if floating_base else lambda m: m
         self.full_model, self.model = add_base(model), add_base(selection.model)
@@ -253,7 +261,8 @@ class Robot(nn.Module):
         self.register_buffer("_full_q_index", _full_q_index(self.full_model, self.model))
 
         stacked = self.ee_frames is not None
-        for key, value in _frames_buffers(model, selection.ee_frames, sources, stacked=stacked).items():
+        self._origin = pin.SE3.Identity() if base_frame is None else _placement(model, base_frame).inverse()
+        for key, value in _frames_buffers(model, selection.ee_frames, sources, self._origin, stacked=stacked).items():
             self.register_buffer(key, value)
         self._chain_model, self._sources = model, sources  # chains to other frames (fk(q, frames=...)), on demand
         self._frame_chains: OrderedDict[tuple[str, ...], dict[str, Tensor]] = OrderedDict()
@@ -488,7 +497,7 @@ class Robot(nn.Module):
         key = tuple(frames)
         chains = self._frame_chains.get(key)
         if chains is None or chains["_tip"].device != self.device or chains["_tip"].dtype != self.dtype:
-            built = _frames_buffers(self._chain_model, list(key), self._sources, stacked=True)
+            built = _frames_buffers(self._chain_model, list(key), self._sources, self._origin, stacked=True)
             chains = {k: v.to(self.device, self.dtype if v.is_floating_point() else v.dtype) for k, v in built.items()}
             self._frame_chains[key] = chains
             while len(self._frame_chains) > _FRAME_CHAINS:
@@ -631,11 +640,11 @@ def _frame_names(ee_frame: object, ee_frames: object) -> list[str] | None:
 
 
 def _frames_buffers(
-    model: pin.Model, frames: Sequence[str], sources: Mapping[int, _Source], *, stacked: bool
+    model: pin.Model, frames: Sequence[str], sources: Mapping[int, _Source], origin: pin.SE3, *, stacked: bool
 ) -> dict[str, Tensor]:
     """Constants of the chains to ``frames`` for :func:`chain_kinematics` and their couplings (``_chain_cols``,
     ``_chain_scale``, ``_chain_offset``): the first frame's, or all stacked on a leading frame dimension, each
-    chain padded to the longest one.
+    chain padded to the longest one; every chain starts at ``origin`` (the model's root in the base frame).
 
     A frame fixed to the base (a floating base's own link) has an empty chain: its placement is its tip. Chains
     keep one entry at least (the engine's kernel needs one): if every chain is empty, one still entry each.
@@ -643,13 +652,20 @@ def _frames_buffers(
     chains = [_frame_chain(model, f) for f in frames]
     length = max(1, *(len(chain) for chain, _ in chains))
     per_frame = [
-        {k: _pad(v, k, length) for k, v in _chain_buffers(model, chain, placement).items()}
+        {k: _pad(v, k, length) for k, v in _chain_buffers(model, chain, placement, origin).items()}
         | {f"_chain{k}": v for k, v in _coupling(chain, sources, length).items()}
         for chain, placement in chains
     ]
     if not stacked:
         return per_frame[0]
     return {key: torch.stack([b[key] for b in per_frame]) for key in per_frame[0]}
+
+
+def _placement(model: pin.Model, frame: str) -> pin.SE3:
+    """``frame``'s placement in ``model``'s root at its neutral configuration (where no joint moves it: always)."""
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, pin.neutral(model))
+    return data.oMf[frame_id(model, frame)]
 
 
 def _frame_chain(model: pin.Model, frame: str) -> tuple[list[int], pin.SE3]:
@@ -725,11 +741,14 @@ def _pinocchio_indices(model: pin.Model) -> tuple[Tensor, Tensor, Tensor]:
     return direct_t, cos_t, sin_t
 
 
-def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3) -> dict[str, Tensor]:
-    """Constant tensors describing the chain, for :func:`chain_kinematics`."""
+def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3, origin: pin.SE3) -> dict[str, Tensor]:
+    """Constant tensors describing the chain, for :func:`chain_kinematics`, from ``origin`` (the root's
+    placement in the base frame)."""
     rot, rot_k, rot_k2, pos, slide, axis, revolute = [], [], [], [], [], [], []
-    for j in chain:
-        placement = model.jointPlacements[j]
+    if not chain:  # a frame fixed to the root: its placement is its tip
+        tip = origin * tip
+    for index, j in enumerate(chain):
+        placement = origin * model.jointPlacements[j] if index == 0 else model.jointPlacements[j]
         v, w = motion_axis(model.joints[j])
         is_revolute = bool(np.linalg.norm(w) > 1e-12)
         unit = w if is_revolute else v
