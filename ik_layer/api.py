@@ -16,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
-from ik_layer.core.solutions import check_objective, solve_set
+from ik_layer.core.solutions import OBJECTIVES, best_goals, check_objective, solve_set
 from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
@@ -52,6 +53,7 @@ def solve(
     timeout: float | None = None,
     num_solutions: int = 1,
     objective: str = "first",
+    goal_set: bool = False,
     **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
@@ -96,6 +98,11 @@ def solve(
             (nearest ``warm_start``, TRAC-IK's Distance), ``"manipulability"`` (TRAC-IK's Manip1) or
             ``"posture"`` (nearest ``posture``); other than ``"first"`` the best of several answers is returned
             even for one solution.
+        goal_set: the targets' last batch dimension holds G candidate poses per row, (..., G, [F,] 4, 4): each
+            row's answer reaches one of them (cuRobo's goal sets: any of these grasps), the first solved by
+            ``objective``, and ``result.goal`` (...) tells which; the result has the rows' shape (...).
+            ``warm_start``, ``posture`` and a scene per target are per row; ``weights`` broadcast against
+            (..., G). One solution per row.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -105,6 +112,12 @@ def solve(
     """
     if not isinstance(reference, bool):
         raise IKLayerError(f"reference must be True or False, got {reference!r}")
+    if goal_set is not False:
+        return _solve_goal_set(
+            robot, target, options, goal_set, num_solutions, objective, warm_start=warm_start, weights=weights,
+            posture=posture, obstacles=obstacles, generator=generator, reference=reference, engine=engine,
+            timeout=timeout, **option_changes,
+        )  # fmt: skip
     if engine is not None and not (isinstance(engine, Engine) and engine.serves(robot)):
         raise IKLayerError(
             f"engine must be an ik_layer.Engine built for this robot on its current device and dtype, got {engine!r}"
@@ -139,6 +152,58 @@ def solve(
         return run(problem)
     flat = solve_set(robot, problem, k, objective, run, deadline)
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
+
+
+def _solve_goal_set(
+    robot: Robot,
+    target: Tensor,
+    options: SolveOptions | None,
+    goal_set: object,
+    num_solutions: int,
+    objective: str,
+    *,
+    warm_start: Tensor | None,
+    posture: Tensor | None,
+    obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]],
+    **arguments: Any,
+) -> IKResult:
+    """:func:`solve` with ``goal_set=True``: every goal of every row solved as a target of its own, then the best
+    goal of each row (:func:`~ik_layer.core.solutions.best_goals`)."""
+    if goal_set is not True:
+        raise IKLayerError(f"goal_set must be True or False, got {goal_set!r}")
+    if num_solutions != 1:
+        raise IKLayerError(f"goal_set gives one answer per row: num_solutions must be 1, got {num_solutions!r}")
+    goals_t = robot.check_target(target)
+    batch = goals_t.shape[: goals_t.dim() - len(robot.target_shape)]
+    if len(batch) == 0 or batch[-1] == 0:
+        raise IKLayerError(
+            f"goal_set needs targets (..., G, {', '.join(map(str, robot.target_shape))}) with G >= 1 goals per row, "
+            f"got shape {tuple(goals_t.shape)}"
+        )
+    rows, goals = batch[:-1], batch[-1]
+
+    def per_goal(x: Tensor | None, name: str) -> Tensor | None:  # a row's warm start or posture for each goal
+        if x is None or x.dim() < 2:
+            return x
+        if tuple(x.shape[:-1]) != tuple(rows):
+            raise IKLayerError(f"{name} must have shape (nq,) or {(*rows, 'nq')} (one per row), got {tuple(x.shape)}")
+        return x.unsqueeze(-2).expand(*rows, goals, x.shape[-1])
+
+    scenes: Sequence[Any] = obstacles
+    if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
+        scenes = [scene for scene in obstacles for _ in range(goals)]  # a row's scene for each of its goals
+    starts, pulls = per_goal(warm_start, "warm_start"), per_goal(posture, "posture")
+    reference = {"closest": starts, "posture": pulls}.get(objective)
+    if objective not in OBJECTIVES or (objective in ("closest", "posture") and reference is None):
+        check_objective(1, objective, replace(Problem.prepare(robot, goals_t), warm_start=starts, posture=pulls))
+    every = solve(
+        robot, goals_t, options, warm_start=starts, posture=pulls, obstacles=scenes, objective="first", **arguments
+    )
+    if reference is not None:
+        reference = reference.expand(*batch, robot.nq).reshape(-1, goals, robot.nq)
+    flat = every.reshaped((math.prod(rows), goals))
+    picked, goal = best_goals(robot, flat, objective, reference)
+    return replace(picked, goal=goal).reshaped(rows)
 
 
 def _seconds(timeout: object) -> float:

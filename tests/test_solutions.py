@@ -156,3 +156,46 @@ def test_each_solution_carries_its_own_gradient() -> None:
         torch.testing.assert_close(rows, expected[s], atol=1e-3, rtol=0)
         assert all(float((rows - expected[o]).abs().max()) > 0.1 for o in range(3) if o != s)  # its own
     assert float((result.q[0] - result.q[1]).detach().abs().max()) > SEPARATION
+
+
+def test_a_goal_set_row_reaches_one_of_its_goals_and_says_which() -> None:
+    robot = ik_layer.load_robot("panda")
+    reachable = robot.fk(robot.random_q((4, 3), generator=gen(16)))  # 4 rows of 3 goals
+    goals = reachable.clone()
+    goals[0, :2, 0, 3] += 5.0  # row 0: only its last goal in reach
+    goals[1, :, 0, 3] += 5.0  # row 1: none in reach
+    result = ik_layer.solve(robot, goals, goal_set=True, generator=gen(17))
+    assert result.q.shape == (4, 7) and result.goal is not None and result.goal.shape == (4,)
+    assert result.success.tolist() == [True, False, True, True]
+    assert result.goal.tolist()[0] == 2 and result.goal.tolist()[2:] == [0, 0]  # "first": the first goal solved
+    for row in (0, 2, 3):
+        assert_reaches(robot, result.q[row : row + 1], goals[row, int(result.goal[row])][None])
+    start = robot.random_q((4,), generator=gen(18))
+    near = ik_layer.solve(robot, reachable, goal_set=True, objective="closest", warm_start=start, generator=gen(19))
+    every = ik_layer.solve(robot, reachable, warm_start=start[:, None].expand(4, 3, 7), generator=gen(19))
+    away = _distance(every.q, start[:, None], _wrapping(robot))  # each goal's answer from the same starts
+    assert near.goal is not None and near.goal.tolist() == away.argmin(-1).tolist()
+
+
+def test_the_gradient_of_a_goal_set_answer_is_the_reached_goal_s() -> None:
+    robot = ik_layer.load_robot("ur5e")
+    goals = robot.fk(robot.random_q((2,), generator=gen(20)))[None].clone()  # one row, two goals
+    goals[0, 0, 0, 3] += 5.0  # out of reach: the second is reached
+    goals.requires_grad_(True)
+    result = ik_layer.ik_solve(robot, goals, goal_set=True, generator=gen(21))
+    assert result.goal is not None and result.goal.tolist() == [1] and bool(result.success.all())
+    (grad,) = torch.autograd.grad(result.q.sum(), goals)
+    assert float(grad[0, 0].abs().max()) == 0.0 and float(grad[0, 1].abs().max()) > 0.1
+
+
+def test_goal_sets_refuse_what_they_cannot_take() -> None:
+    robot = ik_layer.load_robot("panda")
+    pose = robot.fk(robot.neutral_q())
+    with pytest.raises(IKLayerError, match="goal_set needs targets"):
+        ik_layer.solve(robot, pose, goal_set=True)
+    with pytest.raises(IKLayerError, match="num_solutions must be 1"):
+        ik_layer.solve(robot, pose[None, None], goal_set=True, num_solutions=2)
+    with pytest.raises(IKLayerError, match="give warm_start"):
+        ik_layer.solve(robot, pose[None, None], goal_set=True, objective="closest")
+    with pytest.raises(IKLayerError, match="goal_set must be True or False"):
+        ik_layer.solve(robot, pose[None, None], goal_set=1)

@@ -49,6 +49,8 @@ class IKResult(Generic[ArrayT]):
         status: (...) int32, why each target stopped: a code of :data:`ROW_STATUS` (``SOLVED`` 1,
             ``EXHAUSTED`` 2, ``DEADLINE`` 4: the solve's ``timeout`` ran out first; ``CANCELLED`` 5); ``success``
             is ``status == SOLVED``. None where a result was built without.
+        goal: (...) int64 with ``goal_set=True``: the index of the goal each answer reaches (the nearest miss
+            where none was reached); else None.
     """
 
     q: ArrayT
@@ -59,6 +61,7 @@ class IKResult(Generic[ArrayT]):
     min_distance: ArrayT | None = None
     closest_pair: ArrayT | None = None
     status: ArrayT | None = None
+    goal: ArrayT | None = None
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
@@ -71,6 +74,7 @@ class IKResult(Generic[ArrayT]):
             min_distance=None if self.min_distance is None else self.min_distance.reshape(batch),
             closest_pair=None if self.closest_pair is None else self.closest_pair.reshape(*batch, 2),
             status=None if self.status is None else self.status.reshape(batch),
+            goal=None if self.goal is None else self.goal.reshape(batch),
         )
 
 

@@ -27,7 +27,16 @@ from ik_layer.core.result import DEADLINE, EXHAUSTED, IKResult
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
 
-__all__ = ["MAX_ROUNDS", "MAX_SOLUTIONS", "OBJECTIVES", "SEPARATION", "check_objective", "solve_set"]
+__all__ = [
+    "MAX_ROUNDS",
+    "MAX_SOLUTIONS",
+    "OBJECTIVES",
+    "SEPARATION",
+    "best_goals",
+    "check_objective",
+    "objective_scores",
+    "solve_set",
+]
 
 OBJECTIVES = ("first", "closest", "manipulability", "posture")
 """The orders answers are ranked in (see the module's docstring)."""
@@ -164,7 +173,14 @@ def _keep(robot: Robot, problem: Problem, objective: str, found: list[IKResult],
 
 
 def _scores(robot: Robot, problem: Problem, objective: str, q: Tensor, owner: Tensor) -> Tensor:
-    """Each candidate's rank by ``objective``, lower first."""
+    """Each candidate's rank by ``objective``, lower first (``owner``: each candidate's target)."""
+    reference = problem.warm_start if objective == "closest" else problem.posture
+    return objective_scores(robot, objective, q, None if reference is None else reference[owner])
+
+
+def objective_scores(robot: Robot, objective: str, q: Tensor, reference: Tensor | None) -> Tensor:
+    """The rank (C,) of configurations ``q`` (C, nq) by ``objective``, lower first: their order (``"first"``), minus
+    their manipulability, or their joint distance to ``reference`` (C, nq) (the warm start or the posture)."""
     if objective == "first":
         return torch.arange(q.shape[0], dtype=q.dtype, device=q.device)
     if objective == "manipulability":  # Yoshikawa's sqrt(det(J J^T)) (J^T J with more rows than joints)
@@ -172,9 +188,30 @@ def _scores(robot: Robot, problem: Problem, objective: str, q: Tensor, owner: Te
         jac = jac.flatten(-3, -2) if jac.dim() == q.dim() + 2 else jac  # several frames: their rows stacked
         gram = jac @ jac.transpose(-1, -2) if jac.shape[-2] <= jac.shape[-1] else jac.transpose(-1, -2) @ jac
         return -torch.linalg.det(gram).clamp_min(0).sqrt()
-    reference = problem.warm_start if objective == "closest" else problem.posture
     assert reference is not None  # check_objective
-    return _distance(q, reference[owner], _wrapping(robot))
+    return _distance(q, reference, _wrapping(robot))
+
+
+def best_goals(robot: Robot, result: IKResult, objective: str, reference: Tensor | None) -> tuple[IKResult, Tensor]:
+    """Per row of a flat goal-set ``result`` (n, G, ...), the answer for its best goal, and that goal (n,) int64:
+    of the goals solved, the first by ``objective`` (``reference`` (n, G, nq): the warm start or posture per
+    candidate); where none was solved, the one of the least pose error (in units of the errors' largest)."""
+    n, goals = result.success.shape
+    q = result.q.reshape(n * goals, -1)
+    score = objective_scores(robot, objective, q, None if reference is None else reference.reshape(n * goals, -1))
+    score = score.reshape(n, goals)
+    if objective == "first":
+        score = score.remainder(goals)  # the goal's index: the first goal solved
+    error = result.position_error + result.orientation_error  # where none solved: the nearest miss
+    rank = torch.where(result.success, score, torch.inf)
+    goal = torch.where(result.success.any(-1), rank.argmin(-1), error.argmin(-1))
+
+    def take(x: Tensor) -> Tensor:
+        at = goal.reshape(n, 1, *([1] * (x.dim() - 2))).expand(n, 1, *x.shape[2:])
+        return x.gather(1, at).squeeze(1)
+
+    fields = {name: None if value is None else take(value) for name, value in vars(result).items()}
+    return IKResult(**fields), goal  # type: ignore[arg-type]
 
 
 def _wrapping(robot: Robot) -> Tensor:

@@ -98,6 +98,11 @@ def ik_solve(
         ee_target = _per_frame(robot, invert_transform(base_t)) @ target_t @ invert_transform(tool_t)
         result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
     sqrt_w = _sqrt_weights(robot, weights)
+    if result.goal is not None:  # a goal set: the inputs of the goal each row reached
+        goal, goals = result.goal, target_t.shape[result.goal.dim()]
+        target_t = _reached(target_t, goal, goals, 2 + frames)
+        tool_t, base_t = _reached(tool_t, goal, goals, 2 + frames), _reached(base_t, goal, goals, 2)
+        sqrt_w = _reached(sqrt_w, goal, goals, 1 + frames)
     changes = {k: v for k, v in solve_arguments.items() if k in OPTION_SPECS}
     posture = solve_arguments.get("posture")
     opts = SolveOptions.build(options, **changes)
@@ -209,6 +214,16 @@ def _holding(shape: Obstacle, given: Iterator[Tensor]) -> Obstacle:
     """``shape`` with its tensors taken in order from ``given``."""
     fields: dict[str, Any] = {name: next(given) for name in vars(shape)}
     return replace(shape, **fields)
+
+
+def _reached(x: Tensor, goal: Tensor, goals: int, own: int) -> Tensor:
+    """``x`` (own dims, with batch dims broadcasting against the goal set's (..., G)) at each row's reached
+    ``goal`` (...): (..., own dims); ``x`` without batch dims as it is."""
+    if x.dim() == own:
+        return x
+    full = x.expand(*goal.shape, goals, *x.shape[-own:] if own else ())
+    index = goal.reshape(*goal.shape, 1, *([1] * own)).expand(*goal.shape, 1, *full.shape[goal.dim() + 1 :])
+    return full.gather(goal.dim(), index).squeeze(goal.dim())
 
 
 def _per_solution(x: Tensor, own: int) -> Tensor:
