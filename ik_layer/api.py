@@ -26,7 +26,7 @@ from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
-from ik_layer.core.solutions import OBJECTIVES, best_goals, check_objective, solve_set
+from ik_layer.core.solutions import OBJECTIVES, best_goals, check_objective, objective_problem, solve_set
 from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
@@ -150,7 +150,7 @@ def solve(
 
     if k == 1 and objective == "first":
         return run(problem)
-    flat = solve_set(robot, problem, k, objective, run, deadline)
+    flat = solve_set(robot, objective_problem(robot, problem, objective), k, objective, run, deadline)
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
 
 

@@ -48,7 +48,10 @@ def solve_reference(
     DEADLINE.
     """
     collision = CollisionCost.of(robot, problem.obstacles, problem.options)
-    run = _Problem(robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision)
+    run = _Problem(
+        robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision,
+        posture_seeds=problem.posture_seeds,
+    )  # fmt: skip
     q, ok, pos_err, ori_err, iters, status = run.run(problem.warm_start, deadline)
     least, pair = (None, None) if collision is None else collision.closest(robot, q)
     return IKResult(q, ok, pos_err, ori_err, iters, least, pair, status).reshaped(problem.batch)
@@ -66,6 +69,8 @@ class _Problem:
         posture: Tensor | None,
         generator: torch.Generator | None,
         collision: CollisionCost | None = None,
+        *,
+        posture_seeds: bool = True,
     ) -> None:
         self.robot = robot
         self.target = target
@@ -74,6 +79,7 @@ class _Problem:
         scale = LM.tolerance_scale(target.dtype)  # float32: a margin, so that successes hold in float64
         self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
+        self.posture_seeds = posture_seeds  # whether the posture is a first seed too (else it only pulls)
         self.gains = gains_of(options, posture is not None)
         self.collision = collision
         self.terms = bool(used_terms(self.gains))  # seeds pull in the null space on their way
@@ -130,7 +136,7 @@ class _Problem:
     def seeds(self, rows: Tensor, num_seeds: int, q_ref: Tensor | None) -> Tensor:
         """First configurations (A, S, nq) of ``rows``: the warm start, then the posture, then random ones."""
         q = self.random_starts(rows, num_seeds)
-        firsts = [x[rows] for x in (q_ref, self.posture) if x is not None]
+        firsts = [x[rows] for x in (q_ref, self.posture if self.posture_seeds else None) if x is not None]
         for k, first in enumerate(firsts[:num_seeds]):
             q[:, k] = self.robot.wrap(first)
         return q

@@ -38,6 +38,7 @@ class Problem:
         weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target.
         warm_start: (n, nq) first seeds, or None.
         posture: (n, nq) preferred configurations, or None.
+        posture_seeds: whether the posture is also a first seed (after the warm start); else it only pulls.
         obstacles: the obstacles the targets' answers keep clear of (in the base frame): one scene shared by every
             target, or one scene per target (see :func:`~ik_layer.collision.shapes.check_scenes`).
         options: the resolved solver options.
@@ -48,6 +49,7 @@ class Problem:
     weights: Tensor
     warm_start: Tensor | None = None
     posture: Tensor | None = None
+    posture_seeds: bool = True
     obstacles: Scenes = ((),)
     options: SolveOptions
 

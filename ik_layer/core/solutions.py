@@ -2,11 +2,13 @@
 
 :func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as
 given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
-the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times from random
-starts (no warm start, no posture pull), at most :data:`MAX_ROUNDS` times (so at most ``1 + 3 (2 k + 2)``
-solves per target). A target's successes are ranked by the objective and kept greedily where they lie at least
-:data:`SEPARATION` from every one kept before (joint distance, angles of revolute joints that turn a full turn or
-more compared modulo a turn: a UR5e's eight branches, not their copies a turn apart).
+the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
+objective other than ``"first"``: a choice wants candidates) from random starts (no warm start; the posture pulls
+but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in the null space towards the objective
+(:func:`objective_problem`), so that it is the best of its branch. A target's successes are ranked by the
+objective and kept greedily where they lie at least :data:`SEPARATION` from every one kept before (joint distance,
+angles of revolute joints that turn a full turn or more compared modulo a turn: a UR5e's eight branches, not their
+copies a turn apart).
 
 Objectives: ``"first"`` (the order found: the given start's answer first), ``"closest"`` (nearest the warm start,
 TRAC-IK's Distance), ``"manipulability"`` (the largest ``sqrt(det(J J^T))``, TRAC-IK's Manip1) and ``"posture"``
@@ -29,11 +31,13 @@ from ik_layer.model.robot import Robot
 
 __all__ = [
     "MAX_ROUNDS",
+    "MANIPULABILITY_GAIN",
     "MAX_SOLUTIONS",
     "OBJECTIVES",
     "SEPARATION",
     "best_goals",
     "check_objective",
+    "objective_problem",
     "objective_scores",
     "solve_set",
 ]
@@ -49,6 +53,9 @@ MAX_ROUNDS = 3
 
 SEPARATION = 0.1
 """The least joint distance between two solutions of one target [rad or m] (the norm over the joints)."""
+
+MANIPULABILITY_GAIN = 0.5
+"""The manipulability term's gain where ``objective="manipulability"`` sets it (see :mod:`ik_layer.terms`)."""
 
 
 def check_objective(num_solutions: object, objective: object, problem: Problem) -> int:
@@ -66,6 +73,17 @@ def check_objective(num_solutions: object, objective: object, problem: Problem) 
     if objective == "posture" and problem.posture is None:
         raise IKLayerError("objective='posture' ranks answers by their distance to the posture: give posture")
     return num_solutions
+
+
+def objective_problem(robot: Robot, problem: Problem, objective: str) -> Problem:
+    """``problem`` pulled towards its ``objective`` in the null space, so that each answer is the best of its
+    branch: ``"closest"`` pulls towards the warm start (the posture, seeding nothing, where none is given),
+    ``"manipulability"`` away from singularities (serial arms, gain :data:`MANIPULABILITY_GAIN` unless given)."""
+    if objective == "closest" and problem.posture is None:
+        return replace(problem, posture=problem.warm_start, posture_seeds=False)
+    if objective == "manipulability" and not problem.options.manipulability and robot.chains.serial_arm:
+        return replace(problem, options=replace(problem.options, manipulability=MANIPULABILITY_GAIN))
+    return problem
 
 
 def solve_set(
@@ -99,7 +117,7 @@ def solve_set(
         if deadline is not None and time.monotonic() >= deadline:
             late = True
             break
-        repeat = 2 * k + 2
+        repeat = 2 * k + 2 if objective == "first" else 2 * k + 6  # a choice: more candidates
         again = short.repeat_interleave(repeat)
         found.append(run(_random_starts(problem, again)))
         rows.append(again)
@@ -241,7 +259,7 @@ def _concat(results: list[IKResult]) -> IKResult:
 
 def _random_starts(problem: Problem, rows: Tensor) -> Problem:
     """The targets ``rows`` (repeats allowed) as a problem of their own, every seed from a random start (no warm
-    start, and no posture: the solvers start a seed there)."""
+    start; the posture pulls but seeds nothing)."""
     scenes = problem.obstacles if len(problem.obstacles) == 1 else tuple(problem.obstacles[r] for r in rows.tolist())
     return replace(
         problem,
@@ -249,6 +267,7 @@ def _random_starts(problem: Problem, rows: Tensor) -> Problem:
         target=problem.target[rows],
         weights=problem.weights[rows],
         warm_start=None,
-        posture=None,
+        posture=None if problem.posture is None else problem.posture[rows],
+        posture_seeds=False,
         obstacles=scenes,
     )

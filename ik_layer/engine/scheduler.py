@@ -315,7 +315,8 @@ class Engine:
         limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
         seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
         """
-        given = [x for x in (problem.warm_start, problem.posture) if x is not None]  # the kernel wraps them
+        seeding_posture = problem.posture if problem.posture_seeds else None
+        given = [x for x in (problem.warm_start, seeding_posture) if x is not None]  # the kernel wraps them
         return self.submit(
             problem.target,
             torch.stack(given, dim=1) if given else None,  # None: random starts drawn by the kernel

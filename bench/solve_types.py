@@ -1,0 +1,140 @@
+"""TRAC-IK's solve types against ik-layer's objectives, and a UR5e's branches.
+
+Per robot (panda, ur5e), float64, CPU, the same targets (the FK of uniform configurations) and the same seeds
+(uniform configurations) for both:
+
+- ``Distance``: TRAC-IK's Distance solve type (the answer nearest its seed found within its timeout) against
+  ``ik_layer.solve(..., objective="closest", warm_start=seed)``: how often ours lies at least as near the seed
+  (joint distance, full-turn angles modulo a turn, to within 1e-6), over the targets both solved;
+- ``Manip1``: TRAC-IK's Manip1 against ``objective="manipulability"``: how often ours is at least as manipulable
+  (``sqrt(det(J J^T))``, to within 1e-9);
+- time per target: ours is one batched ``solve`` over all targets, TRAC-IK's the sum of its calls, each target in
+  turn (its solve types search for their whole timeout).
+
+Every answer counted solved is checked with Pinocchio's FK (1e-4 m, 1e-3 rad). Then ``num_solutions=8`` on the
+UR5e: per target, the distinct solutions found against those 300 single-seed random starts find.
+
+    python bench/solve_types.py                 # 1000 targets, 100 for the branches
+    python bench/solve_types.py --quick         # 100 targets, 20 for the branches
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import pinocchio as pin
+import torch
+from common import apply_threads_and_describe, benchmark_parser, markdown_table
+from ik_vs_peers import tracik_solver
+
+import ik_layer
+from ik_layer.core.solutions import SEPARATION, _distance, _wrapping
+
+TIMEOUT = 0.005  # TRAC-IK's default timeout [s]
+
+
+def reached(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(n,) bool: Pinocchio's FK of ``q`` within 1e-4 m and 1e-3 rad of ``target``, inside the limits."""
+    model, data = robot.model, robot.model.createData()
+    frame = model.getFrameId(robot.ee_frame)
+    ok = []
+    for qi, ti in zip(robot.to_pinocchio_q(q).numpy(), target.numpy(), strict=True):
+        pin.framesForwardKinematics(model, data, qi)
+        placement = data.oMf[frame]
+        ok.append(
+            np.linalg.norm(placement.translation - ti[:3, 3]) <= 1e-4
+            and np.linalg.norm(pin.log3(ti[:3, :3] @ placement.rotation.T)) <= 1e-3
+        )
+    inside = ((q >= robot.lower - 1e-12) & (q <= robot.upper + 1e-12)).all(-1)
+    return torch.tensor(ok) & inside
+
+
+def manipulability(robot: ik_layer.Robot, q: torch.Tensor) -> torch.Tensor:
+    jac = robot.fk_jacobian(q)[1]
+    return torch.linalg.det(jac @ jac.transpose(-1, -2)).clamp_min(0).sqrt()
+
+
+def tracik(robot: ik_layer.Robot, targets: torch.Tensor, seeds: torch.Tensor, kind: str) -> tuple[torch.Tensor, float]:
+    """TRAC-IK's answers (n, dof) (the seed where it found none) and its seconds per target."""
+    import pytracik
+
+    solver = tracik_solver(robot.name, TIMEOUT, 1e-5, kind)
+    out = []
+    start = time.perf_counter()
+    for target, seed in zip(targets.numpy(), seeds.numpy(), strict=True):
+        qx, qy, qz, qw = pin.Quaternion(target[:3, :3]).coeffs()
+        result = pytracik.ik(solver, seed, *target[:3, 3], qx, qy, qz, qw)
+        out.append(result[1:] if result[0] >= 0 else seed)
+    seconds = (time.perf_counter() - start) / len(targets)
+    return torch.tensor(np.array(out)), seconds
+
+
+def compare(name: str, n: int) -> list[list[str]]:
+    robot = ik_layer.load_robot(name, collision=None)
+    generator = torch.Generator().manual_seed(1)
+    targets = robot.fk(robot.random_q((n,), generator=generator))
+    seeds = robot.random_q((n,), generator=generator)
+    rows = []
+    for kind, objective in (("Distance", "closest"), ("Manip1", "manipulability")):
+        ik_layer.solve(robot, targets[:8], warm_start=seeds[:8], objective=objective)  # warm-up
+        start = time.perf_counter()
+        ours = ik_layer.solve(robot, targets, warm_start=seeds, objective=objective, generator=generator)
+        our_seconds = (time.perf_counter() - start) / n
+        theirs, their_seconds = tracik(robot, targets, seeds, kind)
+        ok_ours = reached(robot, ours.q, targets) & ours.success
+        ok_theirs = reached(robot, theirs, targets)
+        both = ok_ours & ok_theirs
+        if objective == "closest":
+            wrap = _wrapping(robot)
+            better = _distance(ours.q, seeds, wrap) <= _distance(theirs, seeds, wrap) + 1e-6
+        else:
+            better = manipulability(robot, ours.q) >= manipulability(robot, theirs) - 1e-9
+        rows.append([
+            name, f"{kind} / {objective}", f"{100 * float(ok_ours.float().mean()):.1f} %",
+            f"{100 * float(ok_theirs.float().mean()):.1f} %", f"{100 * float(better[both].float().mean()):.1f} %",
+            f"{our_seconds * 1e3:.3f}", f"{their_seconds * 1e3:.3f}", f"{their_seconds / our_seconds:.0f}x",
+        ])  # fmt: skip
+    return rows
+
+
+def branches(n: int) -> list[str]:
+    """ur5e: the targets whose ``num_solutions=8`` finds as many distinct solutions as 300 random starts."""
+    robot = ik_layer.load_robot("ur5e", collision=None)
+    generator = torch.Generator().manual_seed(2)
+    targets = robot.fk(robot.random_q((n,), generator=generator))
+    start = time.perf_counter()
+    result = ik_layer.solve(robot, targets, num_solutions=8, generator=generator)
+    seconds = (time.perf_counter() - start) / n
+    wrap, equal, eight = _wrapping(robot), 0, 0
+    for row in range(n):
+        found = int(result.success[row].sum())
+        many = ik_layer.solve(robot, targets[row].expand(300, 4, 4), num_seeds=1, generator=generator)
+        kept: list[torch.Tensor] = []
+        for q in many.q[reached(robot, many.q, targets[row].expand(300, 4, 4)) & many.success]:
+            if all(float(_distance(q, other, wrap)) >= SEPARATION for other in kept):
+                kept.append(q)
+        equal += found >= len(kept)
+        eight += found == 8
+    return [f"{n}", f"{100 * equal / n:.1f} %", f"{100 * eight / n:.1f} %", f"{seconds * 1e3:.2f}"]
+
+
+def main() -> int:
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100 targets, 20 for the branches")
+    args = parser.parse_args()
+    n, m = (100, 20) if args.quick else (1000, 100)
+    print(apply_threads_and_describe(args.threads))
+    rows = compare("panda", n) + compare("ur5e", n)
+    print(f"\n{n} targets, the same seeds; TRAC-IK timeout {TIMEOUT * 1e3:g} ms; answers checked with Pinocchio")
+    header = ["robot", "TRAC-IK / ours", "ours solved", "TRAC-IK solved", "ours at least as good", "ours ms/target",
+              "TRAC-IK ms/target", "speed-up"]  # fmt: skip
+    print(markdown_table(header, rows, text_columns=2))
+    print("\nur5e, num_solutions=8 against 300 random starts per target")
+    print(markdown_table(["targets", "as many found", "all eight", "ms/target"], [branches(m)], text_columns=0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
