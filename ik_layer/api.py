@@ -150,7 +150,7 @@ def solve(
 
     if k == 1 and objective == "first":
         return run(problem)
-    flat = solve_set(robot, objective_problem(robot, problem, objective), k, objective, run, deadline)
+    flat = solve_set(robot, objective_problem(robot, problem, objective), k, objective, run, deadline, generator)
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
 
 

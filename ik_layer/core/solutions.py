@@ -3,12 +3,12 @@
 :func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as
 given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
 the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
-objective other than ``"first"``: a choice wants candidates) from random starts (no warm start; the posture pulls
-but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in the null space towards the objective
-(:func:`objective_problem`), so that it is the best of its branch. A target's successes are ranked by the
-objective and kept greedily where they lie at least :data:`SEPARATION` from every one kept before (joint distance,
-angles of revolute joints that turn a full turn or more compared modulo a turn: a UR5e's eight branches, not their
-copies a turn apart).
+objective other than ``"first"``: a choice wants candidates) from random starts (for ``"closest"``, around the warm
+start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in the null
+space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A target's
+successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from every one
+kept before (joint distance, angles of revolute joints that turn a full turn or more compared modulo a turn: a
+UR5e's eight branches, not their copies a turn apart).
 
 Objectives: ``"first"`` (the order found: the given start's answer first), ``"closest"`` (nearest the warm start,
 TRAC-IK's Distance), ``"manipulability"`` (the largest ``sqrt(det(J J^T))``, TRAC-IK's Manip1) and ``"posture"``
@@ -33,6 +33,7 @@ __all__ = [
     "MAX_ROUNDS",
     "MANIPULABILITY_GAIN",
     "MAX_SOLUTIONS",
+    "NEAR_SPREAD",
     "OBJECTIVES",
     "SEPARATION",
     "best_goals",
@@ -53,6 +54,10 @@ MAX_ROUNDS = 3
 
 SEPARATION = 0.1
 """The least joint distance between two solutions of one target [rad or m] (the norm over the joints)."""
+
+NEAR_SPREAD = 1.0
+"""For ``"closest"``, the random candidates start at the warm start plus a normal draw of this spread per joint
+[rad or m]: the answer nearest a seed mostly lies near it (TRAC-IK's Distance searches around its seed too)."""
 
 MANIPULABILITY_GAIN = 0.5
 """The manipulability term's gain where ``objective="manipulability"`` sets it (see :mod:`ik_layer.terms`)."""
@@ -93,10 +98,12 @@ def solve_set(
     objective: str,
     run: Callable[[Problem], IKResult],
     deadline: float | None = None,
+    generator: torch.Generator | None = None,
 ) -> IKResult:
     """Up to ``num_solutions`` distinct solutions of each target of ``problem``, best first by ``objective``
     (checked by :func:`check_objective`), each found by ``run`` (a solver of a problem; a new random seed each
-    call); no rounds start past ``deadline`` (``time.monotonic()``).
+    call); no rounds start past ``deadline`` (``time.monotonic()``); ``generator`` draws the starts around the warm
+    start for ``"closest"``.
 
     Returns:
         The flat result (n, k, ...): a target's slots past its distinct solutions hold its best configuration
@@ -119,7 +126,12 @@ def solve_set(
             break
         repeat = 2 * k + 2 if objective == "first" else 2 * k + 6  # a choice: more candidates
         again = short.repeat_interleave(repeat)
-        found.append(run(_random_starts(problem, again)))
+        part = _random_starts(problem, again)
+        if objective == "closest" and problem.warm_start is not None:  # candidates start around the warm start
+            near = problem.warm_start[again]
+            noise = torch.randn(near.shape, dtype=near.dtype, device=near.device, generator=generator)
+            part = replace(part, warm_start=robot.wrap(near + NEAR_SPREAD * noise))
+        found.append(run(part))
         rows.append(again)
         kept = _keep(robot, problem, objective, found, rows, k)
     return kept.result(late)
