@@ -3,7 +3,8 @@
 :func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as
 given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
 the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
-objective other than ``"first"``: a choice wants candidates) from random starts (for ``"closest"``, around the warm
+objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
+only, without a null space) from random starts (for ``"closest"``, around the warm
 start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in the null
 space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A target's
 successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from every one
@@ -114,6 +115,8 @@ def solve_set(
     rows = [torch.arange(n, device=problem.target.device)]
     kept = _keep(robot, problem, objective, found, rows, k)
     late = False
+    # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
+    discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
     for round_ in range(MAX_ROUNDS):
         wanting = kept.count < k
         if round_ == 0 and objective != "first":  # a choice needs candidates: every target takes one round
@@ -124,7 +127,7 @@ def solve_set(
         if deadline is not None and time.monotonic() >= deadline:
             late = True
             break
-        repeat = 2 * k + 2 if objective == "first" else 2 * k + 6  # a choice: more candidates
+        repeat = 2 * k + 2 if objective == "first" else 2 * k + (14 if discrete else 6)  # a choice: more candidates
         again = short.repeat_interleave(repeat)
         part = _random_starts(problem, again)
         if objective == "closest" and problem.warm_start is not None:  # candidates start around the warm start
