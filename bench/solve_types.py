@@ -26,6 +26,7 @@ import time
 import numpy as np
 import pinocchio as pin
 import torch
+from collision import pose_confirmed
 from common import apply_threads_and_describe, benchmark_parser, markdown_table
 from ik_vs_peers import tracik_solver
 
@@ -33,22 +34,6 @@ import ik_layer
 from ik_layer.core.solutions import SEPARATION, _distance, _wrapping
 
 TIMEOUT = 0.005  # TRAC-IK's default timeout [s]
-
-
-def reached(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """(n,) bool: Pinocchio's FK of ``q`` within 1e-4 m and 1e-3 rad of ``target``, inside the limits."""
-    model, data = robot.model, robot.model.createData()
-    frame = model.getFrameId(robot.ee_frame)
-    ok = []
-    for qi, ti in zip(robot.to_pinocchio_q(q).numpy(), target.numpy(), strict=True):
-        pin.framesForwardKinematics(model, data, qi)
-        placement = data.oMf[frame]
-        ok.append(
-            np.linalg.norm(placement.translation - ti[:3, 3]) <= 1e-4
-            and np.linalg.norm(pin.log3(ti[:3, :3] @ placement.rotation.T)) <= 1e-3
-        )
-    inside = ((q >= robot.lower - 1e-12) & (q <= robot.upper + 1e-12)).all(-1)
-    return torch.tensor(ok) & inside
 
 
 def manipulability(robot: ik_layer.Robot, q: torch.Tensor) -> torch.Tensor:
@@ -83,8 +68,8 @@ def compare(name: str, n: int) -> list[list[str]]:
         ours = ik_layer.solve(robot, targets, warm_start=seeds, objective=objective, generator=generator)
         our_seconds = (time.perf_counter() - start) / n
         theirs, their_seconds = tracik(robot, targets, seeds, kind)
-        ok_ours = reached(robot, ours.q, targets) & ours.success
-        ok_theirs = reached(robot, theirs, targets)
+        ok_ours = pose_confirmed(robot, ours.q, targets) & ours.success
+        ok_theirs = pose_confirmed(robot, theirs, targets)
         both = ok_ours & ok_theirs
         if objective == "closest":
             wrap = _wrapping(robot)
@@ -112,7 +97,7 @@ def branches(n: int) -> list[str]:
         found = int(result.success[row].sum())
         many = ik_layer.solve(robot, targets[row].expand(300, 4, 4), num_seeds=1, generator=generator)
         kept: list[torch.Tensor] = []
-        for q in many.q[reached(robot, many.q, targets[row].expand(300, 4, 4)) & many.success]:
+        for q in many.q[pose_confirmed(robot, many.q, targets[row].expand(300, 4, 4)) & many.success]:
             if all(float(_distance(q, other, wrap)) >= SEPARATION for other in kept):
                 kept.append(q)
         equal += found >= len(kept)
