@@ -226,8 +226,8 @@ class _Problem:
         if self.pulls:
             cost, _, least, still = self.secondary(rows, state.q, state.jac)
             score = self.gated(pose_score, least)
-            gate_only = self.rigid[rows, None]  # the collision term only gates: a success ranks as costless
-            rank = torch.where(score <= 1, rank_of_cost(torch.where(gate_only, 0.0, cost)), score)
+            # the collision term alone: it gates successes and repairs in the null space; a success ranks as costless
+            rank = torch.where(score <= 1, rank_of_cost(cost if self.terms else torch.zeros_like(cost)), score)
         best_rank, best_seed = rank.min(dim=1)
         improve = open_ & (best_rank < self.best_rank[rows])
         chosen = state.q[torch.arange(rows.shape[0], device=rows.device), best_seed]

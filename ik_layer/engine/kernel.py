@@ -288,20 +288,19 @@ def lm_block_kernel(
         scene: wp.vec2i,
         self_on: wp.int32,
         limits: vec2,
-        polishes: wp.int32,
     ):
         """The rank of ``q`` at pose score ``score``: the score; for a configuration within the pose tolerances
         with secondary or collision terms, :func:`gated` of it, or for a success :func:`ik_layer.terms.rank_of_cost`
         of their cost; 1 if that success has nothing to polish (the secondary terms' gradient is zero there: the
-        collision term only gates), else 0. Where nothing can polish (``polishes`` 0: the collision term alone,
-        no null space) only the gate counts: the least distance by ``clearance`` (exact if free, and then its
-        pair, returned; a success ranks ``rank_of_cost(0)``), else NaN and -1, -1."""
+        collision term only gates), else 0. With the collision term alone (no secondary terms) only the gate
+        counts: the least distance by ``clearance`` (exact if free, and then its pair, returned; a success ranks
+        ``rank_of_cost(0)``; a colliding one polishes, where it can, from the next step), else NaN and -1, -1."""
         rank = score
         settled = wp.int32(0)
         least = f(wp.nan)
         pair = wp.vec2i(-1, -1)
         if wp.static(with_collision):  # noqa: SIM102
-            if polishes == 0 and use_pull != 0 and score <= f(1.0):
+            if use_terms == 0 and use_pull != 0 and score <= f(1.0):
                 least, pair = clearance(q, links_chain, spheres, obstacles, scene, self_on, limits[0])
                 rank = gated(score, least, limits)
                 if rank <= f(1.0):
@@ -429,7 +428,7 @@ def lm_block_kernel(
             score = score_of(e, w, tol)
             rank, settled, at_least, at_pair = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
-                links_chain, spheres, obstacles, scene, self_on, limits, polishes,
+                links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0):
@@ -568,7 +567,7 @@ def lm_block_kernel(
             score = score_of(e, w, tol)
             rank, settled, at_least, at_pair = rank_at(
                 score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
-                links_chain, spheres, obstacles, scene, self_on, limits, polishes,
+                links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
             if score <= f(1.0) and (use_pull == 0 or settled != 0):
