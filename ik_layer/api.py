@@ -26,7 +26,7 @@ from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
-from ik_layer.core.solutions import OBJECTIVES, best_goals, check_objective, objective_problem, solve_set
+from ik_layer.core.solutions import best_goals, check_objective, objective_problem, solve_set
 from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
@@ -136,7 +136,7 @@ def solve(
         **option_changes,
     )
     robot.check_generator(generator)
-    k = check_objective(num_solutions, objective, problem)
+    k = check_objective(num_solutions, objective, problem.warm_start, problem.posture)
 
     def run(part: Problem) -> IKResult:
         if reference:
@@ -193,9 +193,8 @@ def _solve_goal_set(
     if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
         scenes = [scene for scene in obstacles for _ in range(goals)]  # a row's scene for each of its goals
     starts, pulls = per_goal(warm_start, "warm_start"), per_goal(posture, "posture")
+    check_objective(1, objective, starts, pulls)
     reference = {"closest": starts, "posture": pulls}.get(objective)
-    if objective not in OBJECTIVES or (objective in ("closest", "posture") and reference is None):
-        check_objective(1, objective, replace(Problem.prepare(robot, goals_t), warm_start=starts, posture=pulls))
     every = solve(
         robot, goals_t, options, warm_start=starts, posture=pulls, obstacles=scenes, objective="first", **arguments
     )

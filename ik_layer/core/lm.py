@@ -34,8 +34,8 @@ class LMParameters:
             in collision or not, and one that stops polishing in collision restarts.
         pooled_restarts: the share of the restarts of a seed that stopped in collision that start from another
             target's collision-free answer in the same solve (where one exists), instead of at random: neighbouring
-            targets' free answers tend to lie on a free branch (a UR5e reaching into a bin: 30 % of random
-            starts converge to a free answer, 61 % of free neighbours' answers do).
+            targets' free answers tend to lie on a free branch, where random starts often converge to a colliding
+            one (``bench/collision.py`` measures the rate with and without collision).
         float32_margin: in float32 the solvers hold their errors to ``1 - float32_margin`` of the tolerances, so
             that a reported success still meets them in float64 (float32 kinematics round a target's error by
             about 1e-7 m per metre of reach: covered for position tolerances from 2e-5 m).

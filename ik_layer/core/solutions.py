@@ -64,8 +64,9 @@ MANIPULABILITY_GAIN = 0.5
 """The manipulability term's gain where ``objective="manipulability"`` sets it (see :mod:`ik_layer.terms`)."""
 
 
-def check_objective(num_solutions: object, objective: object, problem: Problem) -> int:
-    """``num_solutions`` as an int, checked with ``objective`` against ``problem`` (its warm start or posture).
+def check_objective(num_solutions: object, objective: object, warm_start: Tensor | None, posture: Tensor | None) -> int:
+    """``num_solutions`` as an int, checked with ``objective`` against the ``warm_start`` and ``posture`` given
+    (``"closest"`` and ``"posture"`` rank by them).
 
     Raises:
         IKLayerError: naming the bad argument.
@@ -74,9 +75,9 @@ def check_objective(num_solutions: object, objective: object, problem: Problem) 
         raise IKLayerError(f"num_solutions must be an int in [1, {MAX_SOLUTIONS}], got {num_solutions!r}")
     if objective not in OBJECTIVES:
         raise IKLayerError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
-    if objective == "closest" and problem.warm_start is None:
+    if objective == "closest" and warm_start is None:
         raise IKLayerError("objective='closest' ranks answers by their distance to the warm start: give warm_start")
-    if objective == "posture" and problem.posture is None:
+    if objective == "posture" and posture is None:
         raise IKLayerError("objective='posture' ranks answers by their distance to the posture: give posture")
     return num_solutions
 
