@@ -37,6 +37,7 @@ __all__ = [
     "NEAR_SPREAD",
     "OBJECTIVES",
     "SEPARATION",
+    "SolutionSearch",
     "best_goals",
     "check_objective",
     "objective_problem",
@@ -103,42 +104,102 @@ def solve_set(
     generator: torch.Generator | None = None,
 ) -> IKResult:
     """Up to ``num_solutions`` distinct solutions of each target of ``problem``, best first by ``objective``
-    (checked by :func:`check_objective`), each found by ``run`` (a solver of a problem; a new random seed each
-    call); no rounds start past ``deadline`` (``time.monotonic()``); ``generator`` draws the starts around the warm
-    start for ``"closest"``.
+    (checked by :func:`check_objective`), each round solved by ``run`` (a solver of a problem; a new random seed
+    each call); no rounds start past ``deadline`` (``time.monotonic()``); ``generator`` draws the starts around
+    the warm start for ``"closest"``.
 
     Returns:
-        The flat result (n, k, ...): a target's slots past its distinct solutions hold its best configuration
-        with ``success`` False and status EXHAUSTED (DEADLINE where the time ran out first).
+        The flat result (n, k, ...) of :meth:`SolutionSearch.result`.
     """
-    n, k = problem.rows, num_solutions
-    found = [run(problem).reshaped((n,))]  # the answers of round r: (n_r,) for the targets rows[r]
-    rows = [torch.arange(n, device=problem.target.device)]
-    kept = _keep(robot, problem, objective, found, rows, k)
+    search = SolutionSearch(robot, problem, num_solutions, objective, generator)
     late = False
-    # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
-    discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
-    for round_ in range(MAX_ROUNDS):
-        wanting = kept.count < k
-        if round_ == 0 and objective != "first":  # a choice needs candidates: every target takes one round
+    while search.problem is not None:
+        if search.rounds and deadline is not None and time.monotonic() >= deadline:
+            late = True
+            break
+        search.add(run(search.problem))
+    return search.result(late)
+
+
+class SolutionSearch:
+    """The rounds of :func:`solve_set`, one at a time: solve :attr:`problem` (None: the search is over) by any
+    solver, give its answers to :meth:`add`, repeat; then :meth:`result`. The server's workers run the rounds
+    on their shared engine this way.
+
+    Args:
+        robot: the robot.
+        problem: the targets (n rows), pulled towards the objective already where wanted
+            (:func:`objective_problem`).
+        num_solutions: ``k``, the solutions wanted per target; objective: how they rank (:func:`check_objective`).
+        generator: draws the starts around the warm start for ``"closest"``.
+    """
+
+    def __init__(
+        self,
+        robot: Robot,
+        problem: Problem,
+        num_solutions: int,
+        objective: str,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        self.robot, self.given, self.k, self.objective = robot, problem, num_solutions, objective
+        self.generator = generator
+        self.problem: Problem | None = problem
+        """The problem to solve next: the given one, then each round's random starts; None when done."""
+        self.rounds = 0
+        """The problems solved so far."""
+        # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
+        discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
+        self._repeat = 2 * num_solutions + 2 if objective == "first" else 2 * num_solutions + (14 if discrete else 6)
+        self._found: list[IKResult] = []  # the answers of round r: (n_r,) for the targets _rows[r]
+        self._rows: list[Tensor] = []
+        self._next_rows = torch.arange(problem.rows, device=problem.target.device)
+        self._kept: _Kept | None = None
+
+    @staticmethod
+    def most_rows(rows: int, num_solutions: int, objective: str) -> int:
+        """The most rows a search of ``rows`` targets solves over all its rounds (a bound of its cost)."""
+        return rows * (1 + MAX_ROUNDS * (2 * num_solutions + (2 if objective == "first" else 14)))
+
+    def add(self, answers: IKResult) -> None:
+        """Take the answers of :attr:`problem` (its rows, flat or in its batch shape) and set the next problem."""
+        rows = self._next_rows
+        self._found.append(answers.reshaped((rows.shape[0],)))
+        self._rows.append(rows)
+        self._kept = _keep(self.robot, self.given, self.objective, self._found, self._rows, self.k)
+        self.rounds += 1
+        self.problem = self._next_round()
+
+    def result(self, late: bool = False) -> IKResult:
+        """The flat result (n, k, ...): a target's slots past its distinct solutions hold its best configuration
+        with ``success`` False and status EXHAUSTED (DEADLINE where ``late``: rounds were left for lack of time).
+
+        Raises:
+            IKLayerError: no answers were added yet.
+        """
+        if self._kept is None:
+            raise IKLayerError("SolutionSearch.result: solve its first problem (add its answers) first")
+        return self._kept.result(late)
+
+    def _next_round(self) -> Problem | None:
+        """The targets short of their solutions, each repeated from random starts; None after the last round."""
+        assert self._kept is not None
+        if self.rounds > MAX_ROUNDS:
+            return None
+        wanting = self._kept.count < self.k
+        if self.rounds == 1 and self.objective != "first":  # a choice needs candidates: every target takes one round
             wanting = torch.ones_like(wanting)
         short = torch.nonzero(wanting).squeeze(-1)
         if short.numel() == 0:
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            late = True
-            break
-        repeat = 2 * k + 2 if objective == "first" else 2 * k + (14 if discrete else 6)  # a choice: more candidates
-        again = short.repeat_interleave(repeat)
-        part = _random_starts(problem, again)
-        if objective == "closest" and problem.warm_start is not None:  # candidates start around the warm start
-            near = problem.warm_start[again]
-            noise = torch.randn(near.shape, dtype=near.dtype, device=near.device, generator=generator)
-            part = replace(part, warm_start=robot.wrap(near + NEAR_SPREAD * noise))
-        found.append(run(part))
-        rows.append(again)
-        kept = _keep(robot, problem, objective, found, rows, k)
-    return kept.result(late)
+            return None
+        again = self._next_rows = short.repeat_interleave(self._repeat)
+        part = _random_starts(self.given, again)
+        warm = self.given.warm_start
+        if self.objective == "closest" and warm is not None:  # candidates start around the warm start
+            near = warm[again]
+            noise = torch.randn(near.shape, dtype=near.dtype, device=near.device, generator=self.generator)
+            part = replace(part, warm_start=self.robot.wrap(near + NEAR_SPREAD * noise))
+        return part
 
 
 class _Kept:
