@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem, check_collision
     from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult
+    from ik_layer.core.solutions import MAX_SOLUTIONS, OBJECTIVES, SolutionSearch, check_objective, objective_problem
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
@@ -80,6 +81,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.robots": ("builtin_robots",),
     "ik_layer.core.problem": ("Problem", "check_collision"),
     "ik_layer.core.result": ("CANCELLED", "DEADLINE", "EXHAUSTED", "ROW_STATUS", "SOLVED", "IKResult"),
+    "ik_layer.core.solutions": (
+        "MAX_SOLUTIONS",
+        "OBJECTIVES",
+        "SolutionSearch",
+        "check_objective",
+        "objective_problem",
+    ),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
     "ik_layer.collision.shapes": (
         "MAX_BATCH_OBSTACLES",
@@ -115,8 +123,10 @@ __all__ = [
     "JointNotFound",
     "MAX_BATCH_OBSTACLES",
     "MAX_OBSTACLES",
+    "MAX_SOLUTIONS",
     "MODEL_SUFFIXES",
     "NonFiniteError",
+    "OBJECTIVES",
     "OPTION_SPECS",
     "Obstacle",
     "OptionSpec",
@@ -129,6 +139,7 @@ __all__ = [
     "SOLVED",
     "Scenes",
     "ShapeError",
+    "SolutionSearch",
     "SolveOptions",
     "Sphere",
     "UnsupportedModelError",
@@ -136,6 +147,7 @@ __all__ = [
     "batch_jacobian",
     "builtin_robots",
     "check_collision",
+    "check_objective",
     "check_obstacles",
     "check_quaternion_norm",
     "check_scenes",
@@ -148,6 +160,7 @@ __all__ = [
     "jacobian_rules",
     "load_robot",
     "matrix_to_pose",
+    "objective_problem",
     "register_jacobian",
     "sequential_jacobian",
     "solve",

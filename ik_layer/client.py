@@ -122,8 +122,9 @@ class RobotInfo:
 class RemoteIKResult:
     """The fields of an :class:`ik_layer.IKResult`, answered by the service, with what only the service reports.
 
-    Fields have the targets' batch shape ``(...)``: float64 / bool / int64 CPU tensors for tensor targets,
-    numpy arrays for other targets or when the call asked for ``numpy=True``.
+    Fields have the targets' batch shape ``(...)`` (``(..., k)`` for ``num_solutions=k`` above 1): float64 /
+    bool / int64 CPU tensors for tensor targets, numpy arrays for other targets or when the call asked for
+    ``numpy=True``.
 
     Attributes:
         q: (..., nq) best configuration found (a floating base's pose first).
@@ -339,6 +340,8 @@ class _Core:
         posture: ArrayLike | None = None,
         obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
+        num_solutions: int = 1,
+        objective: str = "first",
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
@@ -365,6 +368,13 @@ class _Core:
                 fields["obstacles"] = shared
         if scene is not None:
             fields["scene"] = _scene_name(scene)
+        if isinstance(num_solutions, bool) or not isinstance(num_solutions, int) or num_solutions < 1:
+            raise IKLayerError(f"num_solutions must be a positive int, got {num_solutions!r}")
+        if num_solutions != 1:
+            fields["num_solutions"] = num_solutions
+            batch = (*batch, num_solutions)  # the server answers a list of them per target
+        if objective != "first":
+            fields["objective"] = objective
         if n == 0:
             return _ik_result([], batch, info, gradient, targets, numpy)
         keyed = info.ee_frames if info.frames > 1 else None
@@ -384,6 +394,8 @@ class _Core:
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
         solutions = yield from self._in_chunks(path, n, body, "solutions", http_timeout)
+        if num_solutions != 1:
+            solutions = _flat_sets(solutions, num_solutions)
         return _ik_result(solutions, batch, info, gradient, targets, numpy)
 
     def _info(self, robot: str) -> Flow[RobotInfo]:
@@ -719,6 +731,13 @@ def _ik_result(
     return RemoteIKResult(**given, status=status, gradient=gradients_given)
 
 
+def _flat_sets(sets: list[Any], k: int) -> list[dict[str, Any]]:
+    """The solutions of lists of ``k`` per target, one after the other."""
+    if not all(isinstance(one, list) and len(one) == k for one in sets):
+        raise ServiceError(f"unreadable IK answer: expected lists of {k} solutions per target", 200)
+    return [solution for one in sets for solution in one]
+
+
 def _closest(pair: dict[str, Any] | None) -> list[int]:
     """``[sphere, obstacle or -1 - other sphere]`` of an answer's ``closest`` (``[-1, -1]`` without one)."""
     if pair is None:
@@ -766,6 +785,10 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
                 target, or a list of such lists, one per target (in the targets' flattened order): each target
                 keeps clear of its own.
             scene: the name of a scene registered with :meth:`put_scene`: its obstacles apply too.
+            num_solutions: up to this many distinct solutions per target (as :func:`ik_layer.solve`); above 1 every
+                field gains a dimension of that size after the targets' batch (``q`` (..., k, nq)).
+            objective: how solutions rank: ``"first"``, ``"closest"`` (to ``warm_start``), ``"manipulability"`` or
+                ``"posture"`` (to ``posture``), as :func:`ik_layer.solve`.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:
@@ -840,11 +863,13 @@ class Client:
         numpy: bool = False,
         obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
+        num_solutions: int = 1,
+        objective: str = "first",
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
             robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
-            obstacles, scene,
+            obstacles, scene, num_solutions, objective,
         )  # fmt: skip
         return self._run(flow)
 
@@ -937,11 +962,13 @@ class AsyncClient:
         numpy: bool = False,
         obstacles: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]] | None = None,
         scene: str | None = None,
+        num_solutions: int = 1,
+        objective: str = "first",
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
             robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
-            obstacles, scene,
+            obstacles, scene, num_solutions, objective,
         )  # fmt: skip
         return await self._run(flow)
 

@@ -27,8 +27,10 @@ from ik_layer import (
     Problem,
     Robot,
     Scenes,
+    SolutionSearch,
     SolveOptions,
     check_collision,
+    check_objective,
     check_obstacles,
     check_scenes,
 )
@@ -104,6 +106,7 @@ class IKJob:
         posture: (n, nq) preferred configurations (one given for all targets repeated), or None.
         obstacles: the obstacles of the named scene, then the request's own: one scene for every target, or one
             per target.
+        num_solutions: the distinct solutions asked per target; objective: how they rank (``ik_layer.OBJECTIVES``).
     """
 
     targets: Tensor
@@ -114,6 +117,8 @@ class IKJob:
     weights: Tensor | None = None
     posture: Tensor | None = None
     obstacles: Scenes = ((),)
+    num_solutions: int = 1
+    objective: str = "first"
 
     @property
     def rows(self) -> int:
@@ -124,6 +129,19 @@ class IKJob:
     def frames(self) -> int:
         """End-effector frames per target (1 for one-frame robots)."""
         return self.targets.shape[1] if self.targets.dim() == 3 else 1
+
+    @property
+    def searches(self) -> bool:
+        """Whether the job runs a search of several rounds (:class:`ik_layer.SolutionSearch`) rather than one
+        solve: it asks for several solutions or ranks them by an objective."""
+        return self.num_solutions > 1 or self.objective != "first"
+
+    @property
+    def most_rows(self) -> int:
+        """The most rows the job solves, all rounds together."""
+        if not self.searches:
+            return self.rows
+        return SolutionSearch.most_rows(self.rows, self.num_solutions, self.objective)
 
 
 def ik_job(
@@ -137,7 +155,8 @@ def ik_job(
         TooManyRows: more targets than ``settings.max_targets``.
         FieldError: a target or weights not keyed by the robot's frames, a warm-start or posture row of the wrong
             length (or a floating base's zero quaternion), a timeout over ``settings.max_timeout``, an unknown
-            scene, too many obstacles, or obstacles or self-collision for a robot without collision spheres.
+            scene, too many obstacles, obstacles or self-collision for a robot without collision spheres, or an
+            objective without the warm start or posture it ranks by.
     """
     _check_rows("targets", len(request.targets), settings.max_targets)
     timeout = settings.timeout if request.timeout is None else request.timeout
@@ -152,7 +171,22 @@ def ik_job(
     weights = None if request.weights is None else _weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, len(request.targets))
     obstacles = _obstacles(robot, request, options, scenes or {})
-    return IKJob(targets, warm_start, options, request.return_gradient, timeout, weights, posture, obstacles=obstacles)
+    try:
+        check_objective(request.num_solutions, request.objective, warm_start, posture)
+    except IKLayerError as err:
+        raise FieldError(("body", "objective"), str(err)) from None
+    return IKJob(
+        targets,
+        warm_start,
+        options,
+        request.return_gradient,
+        timeout,
+        weights,
+        posture,
+        obstacles=obstacles,
+        num_solutions=request.num_solutions,
+        objective=request.objective,
+    )
 
 
 def obstacle_shapes(given: Sequence[ObstacleInput], field: tuple[str | int, ...]) -> tuple[Obstacle, ...]:

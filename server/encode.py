@@ -60,8 +60,12 @@ def ik_response(
     robot: str, prediction: Prediction, frames: Sequence[str] | None = None, sphere_links: Sequence[str] = ()
 ) -> bytes:
     """The JSON body answering an IK request of ``robot`` (``gradient`` left out unless asked; keyed by
-    ``frames`` for a robot with several; closest pairs named by ``sphere_links``)."""
-    response = IKResponse.model_construct(robot=robot, solutions=solutions(prediction, frames, sphere_links))
+    ``frames`` for a robot with several; closest pairs named by ``sphere_links``; lists of
+    ``prediction.per_target`` solutions per target when it is above 1)."""
+    flat = solutions(prediction, frames, sphere_links)
+    k = prediction.per_target
+    answers = flat if k == 1 else [flat[i : i + k] for i in range(0, len(flat), k)]
+    response = IKResponse.model_construct(robot=robot, solutions=answers)
     return response.model_dump_json(exclude_none=True).encode()
 
 

@@ -1,8 +1,8 @@
-"""Stage 3, collect: the finished parts of an IK job -> one prediction; FK of configurations.
+"""Stage 3, collect: the answers of an IK job -> one prediction; FK of configurations.
 
 A job is solved in parts (consecutive rows) so that the worker can share the engine's slots between requests
-(see :mod:`ik_layer.server.worker`); :func:`assemble` joins the parts' answers in row order and adds the
-gradients of the rows that asked for them.
+(see :mod:`ik_layer.server.worker`); :func:`joined` joins the parts' answers in row order (a search's round, or
+the job's answer), and :func:`assemble` adds the gradients of the rows that asked for them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ik_layer import IKResult, NonFiniteError, Robot, matrix_to_pose
 from ik_layer.engine import ROW_STATUS, Request
 from ik_layer.server.decode import IKJob
 
-__all__ = ["Prediction", "assemble", "fk_poses"]
+__all__ = ["Prediction", "assemble", "fk_poses", "joined"]
 
 
 @dataclass(frozen=True)
@@ -26,35 +26,43 @@ class Prediction:
     """The answer to one job, on the CPU.
 
     Attributes:
-        result: one solution per target.
+        result: the m solutions, flat: one per target, or ``per_target`` of each target's after one another.
         status: why each row stopped: ``solved``, ``exhausted`` (budget spent), ``deadline`` or ``cancelled``.
-        gradient: (n, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None;
-            (n, dof, F, 6) for a robot with F end-effector frames (:func:`ik_layer.target_gradient`).
+        gradient: (m, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None;
+            (m, dof, F, 6) for a robot with F end-effector frames (:func:`ik_layer.target_gradient`).
+        per_target: the solutions asked per target (``num_solutions``): above 1, answered as lists of that many.
     """
 
     result: IKResult
     status: list[str]
     gradient: Tensor | None
+    per_target: int = 1
 
 
-def assemble(robot: Robot, job: IKJob, parts: Sequence[Request]) -> Prediction:
-    """The prediction of ``job`` from its finished ``parts`` (rows in order).
+def joined(parts: Sequence[Request]) -> IKResult:
+    """The answers of finished ``parts`` (rows in order), on the CPU."""
+    results = [part.result() for part in parts]
+    given = [f.name for f in fields(IKResult) if getattr(results[0], f.name) is not None]  # (None: not measured)
+    return IKResult(**{name: torch.cat([getattr(r, name) for r in results]).cpu() for name in given})
+
+
+def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
+    """The prediction of ``job`` from its ``answers``: (n,) rows, or (n, k) from a search of k solutions.
 
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    results = [part.result() for part in parts]
-    given = [f.name for f in fields(IKResult) if getattr(results[0], f.name) is not None]  # (None: not measured)
-    result = IKResult(**{name: torch.cat([getattr(r, name) for r in results]).cpu() for name in given})
+    result = answers.reshaped((answers.success.numel(),))
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
-    status = [ROW_STATUS[code] for part in parts for code in part.status.tolist()]
+    assert result.status is not None  # the engine's and a search's answers say why each row stopped
+    status = [ROW_STATUS[code] for code in result.status.tolist()]
     gradient = None
     if job.gradient:
         weights = None if job.weights is None else job.weights.to(robot.device)
         gradient = ik_layer.target_gradient(robot, result.q.to(robot.device), weights).cpu()
         gradient[~result.success] = 0  # as the library's ik(): no gradient through a failed solve
         _check_finite("gradients", gradient)
-    return Prediction(result=result, status=status, gradient=gradient)
+    return Prediction(result=result, status=status, gradient=gradient, per_target=job.num_solutions)
 
 
 def fk_poses(robot: Robot, q: Tensor) -> Tensor:

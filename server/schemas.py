@@ -35,6 +35,7 @@ from pydantic import (
 from ik_layer import (
     MAX_BATCH_OBSTACLES,
     MAX_OBSTACLES,
+    MAX_SOLUTIONS,
     POSTURE_HELP,
     QUATERNION_NORM_TOLERANCE,
     Box,
@@ -60,6 +61,7 @@ __all__ = [
     "IKRequest",
     "IKResponse",
     "IKSolution",
+    "Objective",
     "ObstacleInput",
     "Pose",
     "PoseInput",
@@ -278,6 +280,10 @@ def _row_or_rows(value: Any) -> str:
     return UNION_TAGS[6] if isinstance(value, list) and value and isinstance(value[0], list) else UNION_TAGS[5]
 
 
+Objective = Literal["first", "closest", "manipulability", "posture"]
+"""How solutions rank: ``ik_layer.OBJECTIVES`` (a test keeps the two equal)."""
+
+
 class _IKTargets(_Request):
     targets: list[Target] = Field(
         min_length=1,
@@ -380,6 +386,18 @@ class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture
         description="time limit [s] from arrival (default: the server's); unfinished rows then come back with "
         "their best configuration, success false and status 'deadline'",
     )
+    num_solutions: Annotated[int, Field(ge=1, le=MAX_SOLUTIONS)] = Field(
+        1,
+        description="up to this many distinct solutions per target (joint distance >= 0.1, full-turn joints "
+        "modulo a turn), best first by objective; above 1 each entry of solutions is a list of that many (success "
+        "false, status 'exhausted' or 'deadline', in slots without a distinct solution)",
+    )
+    objective: Objective = Field(
+        "first",
+        description="how solutions rank, best first: 'first' (as found), 'closest' (nearest warm_start, TRAC-IK's "
+        "Distance), 'manipulability' (TRAC-IK's Manip1) or 'posture' (nearest posture); other than 'first', the "
+        "best of several answers even for one solution",
+    )
 
 
 Gradient = Annotated[list[list[float]], Field(description="dof rows of 6: d q_tangent / d[dp; dw]")]
@@ -430,10 +448,12 @@ class IKSolution(BaseModel):
 
 
 class IKResponse(BaseModel):
-    """One solution per target, in the order of the request."""
+    """One solution per target, in the order of the request (with num_solutions above 1, a list of them)."""
 
     robot: str
-    solutions: list[IKSolution]
+    solutions: list[IKSolution] | list[list[IKSolution]] = Field(
+        description="one solution per target; with num_solutions k > 1, one list of k per target, best first"
+    )
 
 
 class FKRequest(_Request):

@@ -6,8 +6,11 @@ one of the four stages of :class:`IKStages`, each the face of its own module:
 
 1. decode (:mod:`ik_layer.server.decode`): jobs -> checked problems, or the error of an invalid one;
 2. submit: rows of a problem -> a part on the engine;
-3. collect (:mod:`ik_layer.server.predict`): a job's finished parts -> its prediction;
+3. collect (:mod:`ik_layer.server.predict`): a job's finished parts -> its answers -> its prediction;
 4. encode (:mod:`ik_layer.server.encode`): a prediction -> the JSON answer.
+
+A job that asks for several solutions (or ranks them by an objective) runs a :class:`ik_layer.SolutionSearch`
+between submit and collect: each round's problem is submitted in parts, and its joined answers start the next.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ik_layer import IKLayerError, Problem, Robot
+from ik_layer import IKLayerError, IKResult, Problem, Robot, SolutionSearch, objective_problem
 from ik_layer.engine import Engine, Request
 from ik_layer.server import encode
 from ik_layer.server.decode import IKJob, frame_keys, prepare
-from ik_layer.server.predict import Prediction, assemble
+from ik_layer.server.predict import Prediction, assemble, joined
 
 __all__ = ["IKStages"]
 
@@ -49,17 +52,29 @@ class IKStages:
         except IKLayerError:
             return [self._decode_alone(job) for job in jobs]
 
+    def search(self, job: IKJob, problem: Problem) -> SolutionSearch | None:
+        """The search for ``job``'s solutions over its checked ``problem``, pulled towards its objective; None for a
+        job of one solve (:attr:`IKJob.searches`)."""
+        if not job.searches:
+            return None
+        pulled = objective_problem(self.robot, problem, job.objective)
+        return SolutionSearch(self.robot, pulled, job.num_solutions, job.objective)
+
     def submit(self, engine: Engine, problem: Problem, rows: slice, deadline: float) -> Request:
         """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
         return engine.submit_problem(problem.select(rows), next(self._seeds), deadline)
 
-    def collect(self, job: IKJob, parts: Sequence[Request]) -> Prediction:
-        """The prediction of ``job`` from its finished parts, in row order.
+    def answers(self, parts: Sequence[Request]) -> IKResult:
+        """The answers of a problem's finished parts, in row order."""
+        return joined(parts)
+
+    def collect(self, job: IKJob, answers: IKResult) -> Prediction:
+        """The prediction of ``job`` from its answers: its problem's, or its search's result.
 
         Raises:
             IKLayerError: the answer cannot be sent (non-finite values).
         """
-        return assemble(self.robot, job, parts)
+        return assemble(self.robot, job, answers)
 
     def encode(self, prediction: Prediction) -> bytes:
         """The JSON body answering a request with ``prediction``."""

@@ -6,7 +6,9 @@ schedules; what it does to a request's data goes through the stages of :class:`~
 (decode -> submit -> collect -> encode). It loops: decode the requests that may start, submit parts of the
 waiting ones (as many rows as :class:`~ik_layer.server.admission.AdmissionPolicy` allots), run one step of the
 engine, collect and encode the answer of every request whose rows have all retired (its JSON body, built off the
-event loop). No request waits for another's tail, and requests with different options share the engine.
+event loop). No request waits for another's tail, and requests with different options share the engine. A
+request for several solutions (:attr:`~ik_layer.server.decode.IKJob.searches`) runs its search's rounds one after
+another, each handed over in parts like any request's rows.
 
 Bounds, so that no request can cost without limit:
 
@@ -17,8 +19,8 @@ Bounds, so that no request can cost without limit:
   (status ``deadline``); rows never started retire without running;
 * what may wait or solve per robot is bounded in requests (``queue_limit``) and in work
   (rows x frames x seeds x iterations, ``max_work``: a target of F end-effector frames costs about F times
-  one frame's per iteration); a request over ``max_work`` alone is refused (413), one that does not fit now
-  gets 503;
+  one frame's per iteration; a search's rows are those of all its rounds at most); a request over ``max_work``
+  alone is refused (413), one that does not fit now gets 503;
 * a cancelled request (its client left) retires at the next block.
 """
 
@@ -32,7 +34,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ik_layer import IKLayerError, Problem, Robot
+from ik_layer import IKLayerError, Problem, Robot, SolutionSearch
 from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.server.admission import AdmissionPolicy, Demand
 from ik_layer.server.decode import IKJob
@@ -51,9 +53,11 @@ class Ticket:
 
     Attributes:
         job: the decoded request; deadline: ``time.monotonic()`` time limit; work: rows x frames x seeds x
-            iterations.
+            iterations (all rounds of a search).
         future: resolved on the event loop with the JSON answer or the exception to answer with.
-        parts: its requests on the engine, in row order; cancelled: its client left.
+        parts: its problem's requests on the engine, in row order; cancelled: its client left.
+        problem: what it solves now (its search's round, for a search); search: its search of several solutions;
+            late: its search stopped for lack of time.
     """
 
     job: IKJob
@@ -65,6 +69,8 @@ class Ticket:
     cancelled: bool = False
     # Worker thread only:
     problem: Problem | None = None
+    search: SolutionSearch | None = None
+    late: bool = False
     error: Exception | None = None
     submitted: int = 0  # rows handed to the engine
     running: list[tuple[Request, int]] = field(default_factory=list)  # unfinished parts and their slot claims
@@ -76,8 +82,8 @@ class Ticket:
 
     @property
     def left(self) -> int:
-        """Rows not yet handed to the engine."""
-        return self.job.rows - self.submitted
+        """Rows of its problem not yet handed to the engine."""
+        return (self.job.rows if self.problem is None else self.problem.rows) - self.submitted
 
 
 class EngineWorker:
@@ -147,11 +153,13 @@ class EngineWorker:
             ServiceUnavailable: not running, or the waiting line is full (in requests or in work).
         """
         options = job.options
-        work = job.rows * job.frames * options.num_seeds * max(options.max_iterations, 1)
+        work = job.most_rows * job.frames * options.num_seeds * max(options.max_iterations, 1)
         if work > self.max_work:
+            rounds = " x the rounds of num_solutions" if job.searches else ""
             raise TooMuchWork(
-                f"this request may cost {work:,} row-iterations (targets x frames x num_seeds x max_iterations); "
-                f"this server takes at most {self.max_work:,}: lower num_seeds or max_iterations, or split it"
+                f"this request may cost {work:,} row-iterations (targets x frames x num_seeds x max_iterations"
+                f"{rounds}); this server takes at most {self.max_work:,}: lower num_seeds, max_iterations or "
+                "num_solutions, or split it"
             )
         loop = asyncio.get_running_loop()
         with self._cond:
@@ -261,7 +269,8 @@ class EngineWorker:
             if isinstance(decoded, IKLayerError):
                 ticket.error = decoded
             else:
-                ticket.problem = decoded
+                ticket.search = self.stages.search(ticket.job, decoded)
+                ticket.problem = decoded if ticket.search is None else ticket.search.problem
             self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
 
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
@@ -291,6 +300,8 @@ class EngineWorker:
             stopped = ticket.cancelled or ticket.error is not None
             if ticket.left and not stopped:
                 continue
+            if ticket.search is not None and not stopped and self._next_round(ticket):
+                continue
             answered.append(ticket)
         if not answered:
             return
@@ -299,6 +310,22 @@ class EngineWorker:
             for ticket in answered:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
+
+    def _next_round(self, ticket: Ticket) -> bool:
+        """Give ``ticket``'s search the answers of its finished round; True when another round starts (its rows
+        wait to be handed over), False when the search is over (``ticket.late`` where time ran out first)."""
+        assert ticket.search is not None
+        ticket.search.add(self.stages.answers(ticket.parts))
+        following = ticket.search.problem
+        if following is None:
+            return False
+        if time.monotonic() >= ticket.deadline:
+            ticket.late = True
+            return False
+        ticket.problem, ticket.submitted = following, 0
+        with self._cond:
+            ticket.parts = []
+        return True
 
     def _forget_running(self, ticket: Ticket) -> None:
         """Take the rows of ``ticket``'s unfinished parts off the rows-in-flight gauge."""
@@ -316,10 +343,11 @@ class EngineWorker:
             return ticket.error
         if self._stopping:
             return ServiceUnavailable("the server is shutting down")
-        if ticket.left:  # cancelled before all rows started: its client is gone anyway
+        if ticket.left or (ticket.cancelled and ticket.search is not None):  # its client is gone anyway
             return ServiceUnavailable("the request was cancelled")
+        answers = self.stages.answers(ticket.parts) if ticket.search is None else ticket.search.result(ticket.late)
         try:
-            return self.stages.encode(self.stages.collect(ticket.job, ticket.parts))
+            return self.stages.encode(self.stages.collect(ticket.job, answers))
         except IKLayerError as err:
             return err
 

@@ -124,6 +124,27 @@ def test_solve_single_target_numpy_and_gradient(client: Client) -> None:
     assert type(plain) is IKResult and plain.q is result.q and plain.iterations is result.iterations
 
 
+def test_solve_sets_of_solutions_in_the_targets_batch_shape(client: Client) -> None:
+    robot = ik_layer.load_robot("ur5e")
+    q = reachable_q(robot, (2, 5), seed=11)  # 10 targets: two requests of at most 8
+    targets = robot.fk(q)
+    result = client.solve("ur5e", targets, num_solutions=4, gradient=True)
+    assert result.q.shape == (2, 5, 4, 6) and result.success.shape == (2, 5, 4) and result.status.shape == (2, 5, 4)
+    assert result.gradient is not None and result.gradient.shape == (2, 5, 4, 6, 6)
+    assert bool(result.success[..., 0].all()) and float(result.success.float().mean()) >= 0.9
+    error = pose_error(targets[..., None, :, :].expand(2, 5, 4, 4, 4), robot.fk(result.q))
+    assert float(error[result.success][:, :3].norm(dim=-1).max()) < 1e-4
+    torch.testing.assert_close(result.gradient[0, 0, 0], ik_layer.target_gradient(robot, result.q[0, 0, 0]))
+    plain = result.result()
+    assert plain.q.shape == (2, 5, 4, 6) and plain.status is not None and plain.status.shape == (2, 5, 4)
+    closest = client.solve("ur5e", targets, warm_start=q, objective="closest")
+    assert closest.q.shape == (2, 5, 6) and bool(closest.success.all())
+    with pytest.raises(IKLayerError, match="num_solutions"):
+        client.solve("ur5e", targets, num_solutions=0)
+    with pytest.raises(InvalidRequest, match="objective"):
+        client.solve("ur5e", targets, objective="closest")  # without a warm start: refused by the server
+
+
 def test_async_client_matches_the_sync_one(server: ServerProcess, client: Client) -> None:
     robot = ik_layer.load_robot("planar3")
     q = reachable_q(robot, (10,), seed=2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from ik_layer import IKResult, NonFiniteError, SolveOptions
 from ik_layer.engine import Engine
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob, prepare
-from ik_layer.server.predict import assemble, fk_poses
+from ik_layer.server.predict import assemble, fk_poses, joined
 
 OPTIONS = SolveOptions(num_seeds=2, max_iterations=40)
 
@@ -29,8 +29,9 @@ def poses(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor, torch
     return q, matrix_to_pose(robot.fk(q))
 
 
-def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline: float) -> list:
-    """Submit ``job`` as parts ending at ``cuts`` on a fresh engine and run it until all parts are done."""
+def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline: float) -> IKResult:
+    """Submit ``job`` as parts ending at ``cuts`` on a fresh engine, run it until all parts are done and join
+    their answers."""
     engine = Engine(robot, capacity=64, block=8)
     (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
@@ -39,7 +40,7 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
         for seed, (a, b) in enumerate(zip(edges, cuts, strict=False))
     ]
     engine.run()
-    return parts
+    return joined(parts)
 
 
 def test_parts_assemble_in_row_order_and_equal_a_direct_solve(ur5e: ik_layer.Robot) -> None:
@@ -98,10 +99,9 @@ def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_
 def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot) -> None:
     _, targets = poses(ur5e, 1, seed=6)
     job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
-    (part,) = solve_in_parts(ur5e, job, [1], time.monotonic() + 60)
-    part.q *= torch.nan
+    answers = solve_in_parts(ur5e, job, [1], time.monotonic() + 60)
     with pytest.raises(NonFiniteError, match="non-finite solutions"):
-        assemble(ur5e, job, [part])
+        assemble(ur5e, job, replace(answers, q=answers.q * torch.nan))
 
 
 def test_fk_poses_are_the_robot_fk(ur5e: ik_layer.Robot) -> None:
