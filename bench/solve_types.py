@@ -12,10 +12,13 @@ Per robot (panda, ur5e), float64, CPU, the same targets (the FK of uniform confi
   turn (its solve types search for their whole timeout).
 
 Every answer counted solved is checked with Pinocchio's FK (1e-4 m, 1e-3 rad). Then ``num_solutions=8`` on the
-UR5e: per target, the distinct solutions found against those 300 single-seed random starts find.
+UR5e against its closed-form IK (:mod:`ur_analytic`): per target, whether every branch (up to 8) is found, over all
+targets and over the generic ones (no branch near a singularity, where branches merge and a tolerance admits a
+continuum of answers), and how many of our successes on generic targets no branch explains (none should be).
 
-    python bench/solve_types.py                 # 1000 targets, 100 for the branches
-    python bench/solve_types.py --quick         # 100 targets, 20 for the branches
+    python bench/solve_types.py                 # 1000 targets, 1000 for the branches
+    python bench/solve_types.py --quick         # 100 targets, 100 for the branches
+    python bench/solve_types.py --branches-only # the branches alone
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ import torch
 from collision import pose_confirmed
 from common import apply_threads_and_describe, benchmark_parser, markdown_table
 from ik_vs_peers import tracik_solver
+from ur_analytic import ur_branches
 
 import ik_layer
 from ik_layer.core.solutions import SEPARATION, _distance, _wrapping
 
 TIMEOUT = 0.005  # TRAC-IK's default timeout [s]
+MATCH = SEPARATION / 2  # [rad] one of our solutions this near a closed-form branch (wrapped distance) finds it
+GENERIC = 0.01  # a generic target: the Jacobian's smallest singular value at least this at every branch
 
 
 def manipulability(robot: ik_layer.Robot, q: torch.Tensor) -> torch.Tensor:
@@ -85,39 +91,52 @@ def compare(name: str, n: int) -> list[list[str]]:
 
 
 def branches(n: int) -> list[str]:
-    """ur5e: the targets whose ``num_solutions=8`` finds as many distinct solutions as 300 random starts."""
+    """ur5e: per target, whether ``num_solutions=8`` finds every branch of the closed-form IK (each within
+    :data:`MATCH` of one of ours), over all targets, the generic ones (every branch at least :data:`GENERIC` from a
+    singularity: the smallest singular value of its Jacobian) and those with eight; our successes no branch
+    explains, on generic targets."""
     robot = ik_layer.load_robot("ur5e", collision=None)
     generator = torch.Generator().manual_seed(2)
     targets = robot.fk(robot.random_q((n,), generator=generator))
     start = time.perf_counter()
     result = ik_layer.solve(robot, targets, num_solutions=8, generator=generator)
     seconds = (time.perf_counter() - start) / n
-    wrap, equal, eight = _wrapping(robot), 0, 0
+    confirmed = pose_confirmed(robot, result.q.reshape(-1, 6), targets.repeat_interleave(8, 0)).reshape(n, 8)
+    wrap = _wrapping(robot)
+    found, generic, eight, unexplained = [], [], [], 0
     for row in range(n):
-        found = int(result.success[row].sum())
-        many = ik_layer.solve(robot, targets[row].expand(300, 4, 4), num_seeds=1, generator=generator)
-        kept: list[torch.Tensor] = []
-        for q in many.q[pose_confirmed(robot, many.q, targets[row].expand(300, 4, 4)) & many.success]:
-            if all(float(_distance(q, other, wrap)) >= SEPARATION for other in kept):
-                kept.append(q)
-        equal += found >= len(kept)
-        eight += found == 8
-    return [f"{n}", f"{100 * equal / n:.1f} %", f"{100 * eight / n:.1f} %", f"{seconds * 1e3:.2f}"]
+        exact = torch.from_numpy(ur_branches(targets[row].numpy()))
+        ours = result.q[row][result.success[row] & confirmed[row]]
+        near = _distance(exact[:, None], ours[None], wrap) < MATCH  # (branches, ours)
+        found.append(bool(near.any(1).all()))
+        smallest = torch.linalg.svdvals(robot.fk_jacobian(exact)[1]).min() if len(exact) else torch.tensor(0.0)
+        generic.append(bool(smallest >= GENERIC))
+        eight.append(generic[-1] and len(exact) == 8)
+        unexplained += int((~near.any(0)).sum()) if generic[-1] else 0
+
+    def share(among: list[bool]) -> str:
+        picked = [f for f, a in zip(found, among, strict=True) if a]
+        return f"{100 * sum(picked) / max(len(picked), 1):.1f} % of {len(picked)}"
+
+    return [f"{share([True] * n)}", share(generic), share(eight), f"{unexplained}", f"{seconds * 1e3:.2f}"]
 
 
 def main() -> int:
     parser = benchmark_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100 targets, 20 for the branches")
+    parser.add_argument("--quick", action="store_true", help="100 targets, 100 for the branches")
+    parser.add_argument("--branches-only", action="store_true", help="the UR5e's branches alone (no TRAC-IK)")
     args = parser.parse_args()
-    n, m = (100, 20) if args.quick else (1000, 100)
+    n, m = (100, 100) if args.quick else (1000, 1000)
     print(apply_threads_and_describe(args.threads))
-    rows = compare("panda", n) + compare("ur5e", n)
-    print(f"\n{n} targets, the same seeds; TRAC-IK timeout {TIMEOUT * 1e3:g} ms; answers checked with Pinocchio")
-    header = ["robot", "TRAC-IK / ours", "ours solved", "TRAC-IK solved", "ours at least as good", "ours ms/target",
-              "TRAC-IK ms/target", "speed-up"]  # fmt: skip
-    print(markdown_table(header, rows, text_columns=2))
-    print("\nur5e, num_solutions=8 against 300 random starts per target")
-    print(markdown_table(["targets", "as many found", "all eight", "ms/target"], [branches(m)], text_columns=0))
+    if not args.branches_only:
+        rows = compare("panda", n) + compare("ur5e", n)
+        print(f"\n{n} targets, the same seeds; TRAC-IK timeout {TIMEOUT * 1e3:g} ms; answers checked with Pinocchio")
+        header = ["robot", "TRAC-IK / ours", "ours solved", "TRAC-IK solved", "ours at least as good",
+                  "ours ms/target", "TRAC-IK ms/target", "speed-up"]  # fmt: skip
+        print(markdown_table(header, rows, text_columns=2))
+    print("\nur5e, num_solutions=8 against the closed-form branches (bench/ur_analytic.py)")
+    header = ["every branch found: all targets", "generic targets", "generic with 8", "unexplained", "ms/target"]
+    print(markdown_table(header, [branches(m)], text_columns=0))
     return 0
 
 

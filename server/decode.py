@@ -141,7 +141,7 @@ class IKJob:
         """The most rows the job solves, all rounds together."""
         if not self.searches:
             return self.rows
-        return SolutionSearch.most_rows(self.rows, self.num_solutions, self.objective)
+        return SolutionSearch.most_rows(self.rows, self.num_solutions)
 
 
 def ik_job(

@@ -32,7 +32,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    settings = Settings(robots=["ur5e", "panda"], max_targets=16, max_queued_work=MAX_WORK, num_seeds=4, max_iterations=100)
+    settings = Settings(
+        robots=["ur5e", "panda"], max_targets=16, max_queued_work=MAX_WORK, num_seeds=4, max_iterations=100
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

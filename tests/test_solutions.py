@@ -4,6 +4,9 @@ objectives rank the solutions, shapes gain the solutions' dimension, bad argumen
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -12,7 +15,10 @@ import torch
 import ik_layer
 from ik_layer import IKLayerError, Sphere
 from ik_layer.collision.cost import CollisionCost
-from ik_layer.core.solutions import SEPARATION, _distance, _wrapping
+from ik_layer.core.solutions import MAX_ROUNDS, SEPARATION, SolutionSearch, _distance, _wrapping, solve_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from ur_analytic import ur_branches
 
 F64 = torch.float64
 
@@ -41,7 +47,7 @@ def distinct(robot: ik_layer.Robot, q: torch.Tensor) -> list[torch.Tensor]:
     return kept
 
 
-def test_a_ur5e_finds_every_branch_that_random_starts_find() -> None:
+def test_a_ur5e_finds_every_closed_form_branch() -> None:
     robot = ik_layer.load_robot("ur5e")
     target = robot.fk(robot.random_q((12,), generator=gen(1)))
     result = ik_layer.solve(robot, target, num_solutions=8, generator=gen(2))
@@ -52,9 +58,28 @@ def test_a_ur5e_finds_every_branch_that_random_starts_find() -> None:
         found = result.q[row][result.success[row]]
         assert_reaches(robot, found, target[row].expand(len(found), 4, 4))
         assert len(distinct(robot, found)) == len(found)  # pairwise apart
-        many = ik_layer.solve(robot, target[row].expand(300, 4, 4), num_seeds=1, generator=gen(3 + row))
-        assert len(distinct(robot, many.q[many.success])) == int(counts[row])  # as many as 300 starts find
+        exact = torch.from_numpy(ur_branches(target[row].numpy()))
+        near = _distance(exact[:, None], found[None], _wrapping(robot)) < SEPARATION / 2
+        assert bool(near.any(1).all()) and bool(near.any(0).all())  # each branch found, each answer a branch
         assert result.status[row].tolist() == [1] * int(counts[row]) + [2] * (8 - int(counts[row]))
+
+
+def test_a_search_solves_at_most_its_bound_of_rows() -> None:
+    robot = ik_layer.load_robot("ur5e")
+    targets = robot.fk(robot.random_q((5,), generator=gen(4)))
+    targets[0, 0, 3] += 5.0  # out of reach: every round runs for it
+    problem = ik_layer.Problem.prepare(robot, targets)
+    solved: list[int] = []
+
+    def run(part: ik_layer.Problem) -> ik_layer.IKResult:
+        solved.append(part.rows)
+        return ik_layer.solve(robot, part.target, weights=part.weights)
+
+    for objective in ("first", "manipulability"):
+        solved.clear()
+        result = solve_set(robot, problem, 4, objective, run)
+        assert len(solved) == 1 + MAX_ROUNDS and not bool(result.success[0].any())
+        assert sum(solved) <= SolutionSearch.most_rows(5, 4)
 
 
 @pytest.mark.parametrize("objective", ["closest", "posture", "manipulability"])

@@ -4,9 +4,9 @@
 given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
 the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
 objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
-only, without a null space) from random starts (for ``"closest"``, around the warm
-start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in the null
-space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A target's
+only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, around
+the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in
+the null space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A target's
 successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from every one
 kept before (joint distance, angles of revolute joints that turn a full turn or more compared modulo a turn: a
 UR5e's eight branches, not their copies a turn apart).
@@ -150,16 +150,16 @@ class SolutionSearch:
         """The problems solved so far."""
         # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
         discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
-        self._repeat = 2 * num_solutions + 2 if objective == "first" else 2 * num_solutions + (14 if discrete else 6)
+        self._repeat = 2 * num_solutions + (14 if discrete else 2 if objective == "first" else 6)
         self._found: list[IKResult] = []  # the answers of round r: (n_r,) for the targets _rows[r]
         self._rows: list[Tensor] = []
         self._next_rows = torch.arange(problem.rows, device=problem.target.device)
         self._kept: _Kept | None = None
 
     @staticmethod
-    def most_rows(rows: int, num_solutions: int, objective: str) -> int:
+    def most_rows(rows: int, num_solutions: int) -> int:
         """The most rows a search of ``rows`` targets solves over all its rounds (a bound of its cost)."""
-        return rows * (1 + MAX_ROUNDS * (2 * num_solutions + (2 if objective == "first" else 14)))
+        return rows * (1 + MAX_ROUNDS * (2 * num_solutions + 14))
 
     def add(self, answers: IKResult) -> None:
         """Take the answers of :attr:`problem` (its rows, flat or in its batch shape) and set the next problem."""
