@@ -1,15 +1,15 @@
 """Sets of answers: up to ``k`` distinct solutions per target, ranked by an objective (TRAC-IK's solve types).
 
-:func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as
-given (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target,
-the first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
+:func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as given
+(its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target, the
+first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
 objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
-only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, around
-the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is pulled in
-the null space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A target's
-successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from every one
-kept before (joint distance, angles of revolute joints that turn a full turn or more compared modulo a turn: a
-UR5e's eight branches, not their copies a turn apart).
+only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, one seed
+each around the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is
+pulled in the null space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A
+target's successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from
+every one kept before (joint distance, angles of revolute joints that turn a full turn or more compared modulo a
+turn: a UR5e's eight branches, not their copies a turn apart).
 
 Objectives: ``"first"`` (the order found: the given start's answer first), ``"closest"`` (nearest the warm start,
 TRAC-IK's Distance), ``"manipulability"`` (the largest ``sqrt(det(J J^T))``, TRAC-IK's Manip1) and ``"posture"``
@@ -195,10 +195,11 @@ class SolutionSearch:
         again = self._next_rows = short.repeat_interleave(self._repeat)
         part = _random_starts(self.given, again)
         warm = self.given.warm_start
-        if self.objective == "closest" and warm is not None:  # candidates start around the warm start
-            near = warm[again]
+        if self.objective == "closest" and warm is not None:  # candidates start around the warm start, one seed
+            near = warm[again]  # each (a seed that stalls would restart anywhere in the limits: far from it)
             noise = torch.randn(near.shape, dtype=near.dtype, device=near.device, generator=self.generator)
-            part = replace(part, warm_start=self.robot.wrap(near + NEAR_SPREAD * noise))
+            start = self.robot.wrap(near + NEAR_SPREAD * noise)
+            part = replace(part, warm_start=start, options=part.options.replace(num_seeds=1))
         return part
 
 
