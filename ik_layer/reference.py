@@ -331,8 +331,9 @@ class _LMState:
         ``polish_max_scale``; else it is quartered). Out of it: the plain step, kept iff it lowers the pose's cost.
         A seed stops polishing when a kept step within tolerance, at a scale of 1 or less, lowers the terms' cost by
         ``polish_progress`` of it or less, when its scale falls below ``polish_min_scale``, when a correction is
-        refused, or ``polish_iterations`` after its first success; with the collision term alone (no secondary terms),
-        also at a kept step within tolerance that is collision-free."""
+        refused, or ``polish_iterations`` after its first success (``polish_in_collision`` while its target has no
+        success yet); with the collision term alone (no secondary terms), also at a kept step within tolerance that
+        is collision-free."""
         robot, w = problem.robot, problem.weights[rows, None]
         s_now, gradient = problem.secondary(rows, self.q, self.jac)[:2]
         pull = -gradient
@@ -352,6 +353,8 @@ class _LMState:
         scale = torch.where(within, scale, self.polish_scale)
         given_up = ~kept & torch.where(within, scale < LM.polish_min_scale, True)
         done = converged | given_up | (self.polish_age + 1 >= LM.polish_iterations)
+        colliding = problem.best_rank[rows, None] >= 1  # no success recorded yet: still in collision
+        done = done | (colliding & (self.polish_age + 1 >= LM.polish_in_collision))
         if problem.collision is not None and not problem.terms:  # collision alone: free is enough
             done = done | (kept & within & (score <= 1) & problem.collision.free(least_new))
         k3, k4, o3, o4 = kept[..., None], kept[..., None, None], on[..., None], on[..., None, None]

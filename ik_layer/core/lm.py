@@ -31,7 +31,9 @@ class LMParameters:
             tolerance at a scale of 1 or less lowers the terms' cost by ``polish_progress`` of it (of 1 + its
             magnitude) or less, when the scale falls below ``polish_min_scale``, when a correction is refused, or
             ``polish_iterations`` after its first success. With collision a seed polishes from the pose's tolerances,
-            in collision or not, and one that stops polishing in collision restarts.
+            in collision or not, and one that stops polishing in collision restarts; one that has recorded no
+            success (still in collision) ``polish_in_collision`` iterations after its first success stops then
+            (restarts from another target's free answer, mostly: cheaper than a long walk out of an obstacle).
         pooled_restarts: the share of the restarts of a seed that stopped in collision that start from another
             target's collision-free answer in the same solve (where one exists), instead of at random: neighbouring
             targets' free answers tend to lie on a free branch, where random starts often converge to a colliding
@@ -53,6 +55,7 @@ class LMParameters:
     progress: float = 0.5
     polish_progress: float = 1e-12
     polish_iterations: int = 32
+    polish_in_collision: int = 2
     polish_slack: float = 10.0
     polish_min_scale: float = 1 / 64
     polish_max_scale: float = 16.0

@@ -216,6 +216,7 @@ def lm_block_kernel(
     floor = damping_floor(dtype)
     mu_init, mu_min, mu_max, mu_decrease, mu_increase = LM.mu_init, LM.mu_min, LM.mu_max, LM.mu_decrease, LM.mu_increase
     progress, polish_progress, polish_iterations = LM.progress, LM.polish_progress, LM.polish_iterations
+    polish_in_collision = LM.polish_in_collision
     polish_slack, polish_min_scale, polish_max_scale = LM.polish_slack, LM.polish_min_scale, LM.polish_max_scale
     pooled_restarts = LM.pooled_restarts
 
@@ -532,6 +533,8 @@ def lm_block_kernel(
                         done = 1
                     it += 1
                     age += 1
+                    if best >= f(1.0) and it - polish >= polish_in_collision:  # no success yet: still colliding
+                        done = 1
                     if done != 0 or it - polish >= polish_iterations:
                         if best < f(1.0):  # a success recorded (collision-free)
                             st = SOLVED
