@@ -27,7 +27,14 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
     from ik_layer.core.problem import Problem, check_collision
     from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult
-    from ik_layer.core.solutions import MAX_SOLUTIONS, OBJECTIVES, SolutionSearch, check_objective, objective_problem
+    from ik_layer.core.solutions import (
+        MAX_SOLUTIONS,
+        OBJECTIVES,
+        SolutionSearch,
+        best_goals,
+        check_objective,
+        objective_problem,
+    )
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
@@ -85,6 +92,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
         "MAX_SOLUTIONS",
         "OBJECTIVES",
         "SolutionSearch",
+        "best_goals",
         "check_objective",
         "objective_problem",
     ),
@@ -145,6 +153,7 @@ __all__ = [
     "UnsupportedModelError",
     "as_transform",
     "batch_jacobian",
+    "best_goals",
     "builtin_robots",
     "check_collision",
     "check_objective",

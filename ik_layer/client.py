@@ -140,6 +140,7 @@ class RemoteIKResult:
         closest_pair: (..., 2) int64 with ``min_distance``: its pair as :attr:`ik_layer.IKResult.closest_pair`
             gives it (the robot's sphere; the obstacle, or ``-1 - j`` for the robot's sphere ``j``); -1, -1 where
             none was measured.
+        goal: (...) int64 with ``goal_set=True``: the index of the goal each row's answer reaches; else None.
     """
 
     q: Array
@@ -151,6 +152,7 @@ class RemoteIKResult:
     gradient: Array | None = None
     min_distance: Array | None = None
     closest_pair: Array | None = None
+    goal: Array | None = None
 
     def result(self) -> IKResult[Tensor | np.ndarray]:
         """The plain :class:`ik_layer.IKResult` (q, success, errors, iterations, min_distance, status as codes of
@@ -171,6 +173,7 @@ class RemoteIKResult:
             self.min_distance,
             self.closest_pair,
             torch.from_numpy(status) if isinstance(self.q, torch.Tensor) else status,
+            self.goal,
         )
 
 
@@ -342,11 +345,20 @@ class _Core:
         scene: str | None = None,
         num_solutions: int = 1,
         objective: str = "first",
+        goal_set: bool = False,
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
         info = yield from self._info(robot)
         poses, batch = _target_poses(checked, info)
+        if not isinstance(goal_set, bool):
+            raise IKLayerError(f"goal_set must be True or False, got {goal_set!r}")
+        goals = 1  # poses per row
+        if goal_set:
+            if not batch or batch[-1] == 0:
+                raise ShapeError(f"goal_set needs targets with G >= 1 goals per row before the pose, got {batch}")
+            batch, goals = batch[:-1], batch[-1]
+            poses = poses.reshape(-1, goals, *poses.shape[1:])
         n = poses.shape[0]
         starts = None if warm_start is None else _warm_start_rows(warm_start, n)
         postures = None if posture is None else _warm_start_rows(posture, n, "posture")
@@ -378,12 +390,15 @@ class _Core:
         if n == 0:
             return _ik_result([], batch, info, gradient, targets, numpy)
         keyed = info.ee_frames if info.frames > 1 else None
-        json_targets = [_pose_json(p, keyed) for p in poses.tolist()]
+        if goal_set:
+            json_targets: list[Any] = [[_pose_json(p, keyed) for p in row] for row in poses.tolist()]
+        else:
+            json_targets = [_pose_json(p, keyed) for p in poses.tolist()]
         start_rows = None if starts is None else starts.tolist()
         posture_rows = None if postures is None else postures.tolist()
 
         def body(a: int, b: int) -> dict[str, Any]:
-            request: dict[str, Any] = {"targets": json_targets[a:b]}
+            request: dict[str, Any] = {"goals" if goal_set else "targets": json_targets[a:b]}
             if start_rows is not None:
                 request["warm_start"] = start_rows[a:b]
             if posture_rows is not None:
@@ -393,7 +408,7 @@ class _Core:
             return {**request, **fields}
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
-        solutions = yield from self._in_chunks(path, n, body, "solutions", http_timeout)
+        solutions = yield from self._in_chunks(path, n, body, "solutions", http_timeout, goals)
         if num_solutions != 1:
             solutions = _flat_sets(solutions, num_solutions)
         return _ik_result(solutions, batch, info, gradient, targets, numpy)
@@ -407,9 +422,10 @@ class _Core:
         return self._robots[robot]
 
     def _in_chunks(
-        self, path: str, n: int, body: Callable[[int, int], dict[str, Any]], key: str, timeout: float
+        self, path: str, n: int, body: Callable[[int, int], dict[str, Any]], key: str, timeout: float, poses: int = 1
     ) -> Flow[list[Any]]:
         """POST rows ``[0, n)`` to ``path`` in as few requests as the server takes; the answers' ``key`` lists joined.
+        Each row holds ``poses`` poses (goal sets), every one counted against the server's limit.
 
         A 413 naming the server's row limit sets :attr:`max_targets` (kept for later calls); another 413
         (body size, work) halves the rows per request, down to one row.
@@ -417,14 +433,15 @@ class _Core:
         answers: list[Any] = []
         start, size = 0, n
         while start < n:
-            size = min(size, self.max_targets or size)
+            size = min(size, max(self.max_targets // poses, 1) if self.max_targets else size)
             stop = min(start + size, n)
             try:
                 answer = yield from self._exchange(_Call("POST", path, body(start, stop), timeout))
             except RequestTooLarge as err:
                 rows = stop - start
-                if err.limit is not None and err.limit < rows:
-                    self.max_targets = size = err.limit
+                if err.limit is not None and err.limit < rows * poses and err.limit >= poses:
+                    self.max_targets = err.limit
+                    size = err.limit // poses
                 elif rows > 1:
                     size = (rows + 1) // 2
                 else:
@@ -722,6 +739,8 @@ def _ik_result(
             values["min_distance"] = np.array(least, dtype=np.float64).reshape(batch)
             pairs = [_closest(s.get("closest")) for s in solutions]
             values["closest_pair"] = np.array(pairs, dtype=np.int64).reshape(*batch, 2)
+        if any("goal" in s for s in solutions):  # goal sets
+            values["goal"] = np.array([s["goal"] for s in solutions], dtype=np.int64).reshape(batch)
         gradients = _gradients(solutions, batch, info) if gradient else None
         status = field("status", np.str_)
     except (KeyError, TypeError, ValueError) as err:
@@ -789,6 +808,9 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
                 field gains a dimension of that size after the targets' batch (``q`` (..., k, nq)).
             objective: how solutions rank: ``"first"``, ``"closest"`` (to ``warm_start``), ``"manipulability"`` or
                 ``"posture"`` (to ``posture``), as :func:`ik_layer.solve`.
+            goal_set: the targets' last batch dimension holds G candidate poses per row, (..., G, [F,] 4, 4) or
+                (..., G, [F,] 7): each row's answer reaches one of them, ``goal`` (...) tells which (as
+                :func:`ik_layer.solve`'s ``goal_set``); warm starts and postures are per row.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:
@@ -865,11 +887,12 @@ class Client:
         scene: str | None = None,
         num_solutions: int = 1,
         objective: str = "first",
+        goal_set: bool = False,
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
             robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
-            obstacles, scene, num_solutions, objective,
+            obstacles, scene, num_solutions, objective, goal_set,
         )  # fmt: skip
         return self._run(flow)
 
@@ -964,11 +987,12 @@ class AsyncClient:
         scene: str | None = None,
         num_solutions: int = 1,
         objective: str = "first",
+        goal_set: bool = False,
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
             robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
-            obstacles, scene, num_solutions, objective,
+            obstacles, scene, num_solutions, objective, goal_set,
         )  # fmt: skip
         return await self._run(flow)
 

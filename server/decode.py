@@ -107,6 +107,8 @@ class IKJob:
         obstacles: the obstacles of the named scene, then the request's own: one scene for every target, or one
             per target.
         num_solutions: the distinct solutions asked per target; objective: how they rank (``ik_layer.OBJECTIVES``).
+        goal_counts: with goal sets, the (r,) goals of each row: the targets (and warm starts, postures, scenes) are
+            then every row's goals, one row after the other; else None.
     """
 
     targets: Tensor
@@ -119,10 +121,11 @@ class IKJob:
     obstacles: Scenes = ((),)
     num_solutions: int = 1
     objective: str = "first"
+    goal_counts: Tensor | None = None
 
     @property
     def rows(self) -> int:
-        """Number of targets."""
+        """Number of targets (with goal sets, of goals)."""
         return self.targets.shape[0]
 
     @property
@@ -133,8 +136,9 @@ class IKJob:
     @property
     def searches(self) -> bool:
         """Whether the job runs a search of several rounds (:class:`ik_layer.SolutionSearch`) rather than one
-        solve: it asks for several solutions or ranks them by an objective."""
-        return self.num_solutions > 1 or self.objective != "first"
+        solve: it asks for several solutions or ranks them by an objective (goal sets rank their goals' answers
+        instead, as :func:`ik_layer.solve` does)."""
+        return (self.num_solutions > 1 or self.objective != "first") and self.goal_counts is None
 
     @property
     def most_rows(self) -> int:
@@ -158,7 +162,8 @@ def ik_job(
             scene, too many obstacles, obstacles or self-collision for a robot without collision spheres, or an
             objective without the warm start or posture it ranks by.
     """
-    _check_rows("targets", len(request.targets), settings.max_targets)
+    places = _places(request)
+    _check_rows("targets" if request.goals is None else "goals", len(places), settings.max_targets)
     timeout = settings.timeout if request.timeout is None else request.timeout
     if timeout > settings.max_timeout:
         raise FieldError(
@@ -166,15 +171,26 @@ def ik_job(
         )
     options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in OPTION_SPECS})
     # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
-    targets = _targets(robot, cast("list[Pose | dict[str, Pose]]", request.targets))
+    given = request.targets if request.goals is None else [goal for row in request.goals for goal in row]
+    targets = _targets(robot, cast("list[Pose | dict[str, Pose]]", given), places)
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else _weights(robot, request.weights)
-    posture = None if request.posture is None else _posture(robot, request.posture, len(request.targets))
+    posture = None if request.posture is None else _posture(robot, request.posture, request.rows)
     obstacles = _obstacles(robot, request, options, scenes or {})
     try:
         check_objective(request.num_solutions, request.objective, warm_start, posture)
     except IKLayerError as err:
         raise FieldError(("body", "objective"), str(err)) from None
+    goal_counts = None
+    if request.goals is not None:  # every goal a target of its own, with its row's warm start, posture and scene
+        if request.num_solutions != 1:
+            raise FieldError(("body", "num_solutions"), "goals give one answer per row: num_solutions must be 1")
+        goal_counts = torch.tensor([len(row) for row in request.goals])
+        warm_start = None if warm_start is None else warm_start.repeat_interleave(goal_counts, 0)
+        posture = None if posture is None else posture.repeat_interleave(goal_counts, 0)
+        if len(obstacles) > 1:
+            obstacles = tuple(scene for scene, count in zip(obstacles, goal_counts.tolist(), strict=True)
+                              for _ in range(count))  # fmt: skip
     return IKJob(
         targets,
         warm_start,
@@ -186,7 +202,15 @@ def ik_job(
         obstacles=obstacles,
         num_solutions=request.num_solutions,
         objective=request.objective,
+        goal_counts=goal_counts,
     )
+
+
+def _places(request: IKRequest) -> list[tuple[int, ...]]:
+    """Where each pose of ``request`` is: ``(i,)`` in its targets, or ``(row, j)`` in its goals."""
+    if request.goals is None:
+        return [(i,) for i in range(request.rows)]
+    return [(row, j) for row, goals in enumerate(request.goals) for j in range(len(goals))]
 
 
 def obstacle_shapes(given: Sequence[ObstacleInput], field: tuple[str | int, ...]) -> tuple[Obstacle, ...]:
@@ -220,7 +244,7 @@ def _obstacles(
     else:
         obstacles = [shared + obstacle_shapes(given, field)]
     try:
-        checked = check_scenes(obstacles, len(request.targets))
+        checked = check_scenes(obstacles, request.rows)
         check_collision(robot, options, checked)
     except IKLayerError as err:
         raise FieldError(field if any(obstacles) else ("body", "self_collision"), str(err)) from None
@@ -280,21 +304,25 @@ def _check_rows(field: str, rows: int, limit: int) -> None:
         raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
 
 
-def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]]) -> Tensor:
-    """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``)."""
+def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Sequence[tuple[int, ...]]) -> Tensor:
+    """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``);
+    ``places``: where each is in the body (:func:`_places`)."""
     frames = frames_of(robot)
     rows: list[list[list[float]]] = []
-    for i, target in enumerate(targets):
+    for target, place in zip(targets, places, strict=True):
+        field = "targets" if len(place) == 1 else "goals"
+        loc: tuple[str | int, ...] = ("body", field, *place)
+        name = field + "".join(f"[{k}]" for k in place)
         if isinstance(target, Pose):
             if len(frames) > 1:
                 raise FieldError(
-                    ("body", "targets", i),
-                    f"targets[{i}] is one pose but {robot.name} has {len(frames)} end-effector frames: give an "
+                    loc,
+                    f"{name} is one pose but {robot.name} has {len(frames)} end-effector frames: give an "
                     f"object mapping each of {_names(frames)} to its pose",
                 )
             rows.append([target.position + target.orientation])
             continue
-        _check_frames(robot, frames, target, f"targets[{i}]", ("body", "targets", i), every=True)
+        _check_frames(robot, frames, target, name, loc, every=True)
         rows.append([target[frame].position + target[frame].orientation for frame in frames])
     poses = torch.tensor(rows, dtype=robot.dtype)  # (n, F, 7)
     return poses.reshape(len(rows), *robot.target_shape[:-2], 7)

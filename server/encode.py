@@ -37,6 +37,7 @@ def solutions(
     closest: list[ClosestPair | None] = [None] * len(q)
     if result.closest_pair is not None:
         closest = [_pair(pair, sphere_links) for pair in result.closest_pair.tolist()]
+    goals = [None] * len(q) if result.goal is None else result.goal.tolist()
     gradients: list = [None] * len(q)
     if prediction.gradient is not None:
         gradients = _gradients(prediction.gradient, frames)
@@ -50,6 +51,7 @@ def solutions(
             status=prediction.status[i],
             min_distance=least[i],
             closest=closest[i] if least[i] is not None else None,
+            goal=goals[i],
             gradient=gradients[i],
         )
         for i in range(len(q))

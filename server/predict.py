@@ -7,14 +7,14 @@ the job's answer), and :func:`assemble` adds the gradients of the rows that aske
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, Robot, matrix_to_pose
+from ik_layer import IKResult, NonFiniteError, Robot, best_goals, matrix_to_pose
 from ik_layer.engine import ROW_STATUS, Request
 from ik_layer.server.decode import IKJob
 
@@ -47,12 +47,15 @@ def joined(parts: Sequence[Request]) -> IKResult:
 
 
 def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
-    """The prediction of ``job`` from its ``answers``: (n,) rows, or (n, k) from a search of k solutions.
+    """The prediction of ``job`` from its ``answers``: (n,) rows, (n, k) from a search of k solutions, or with goal
+    sets one per goal (each row's answer then the best of its goals', :func:`ik_layer.best_goals`).
 
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
     result = answers.reshaped((answers.success.numel(),))
+    if job.goal_counts is not None:
+        result = _best_goals(robot, job, result, job.goal_counts)
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
     assert result.status is not None  # the engine's and a search's answers say why each row stopped
     status = [ROW_STATUS[code] for code in result.status.tolist()]
@@ -63,6 +66,27 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
         gradient[~result.success] = 0  # as the library's ik(): no gradient through a failed solve
         _check_finite("gradients", gradient)
     return Prediction(result=result, status=status, gradient=gradient, per_target=job.num_solutions)
+
+
+def _best_goals(robot: Robot, job: IKJob, answers: IKResult, counts: Tensor) -> IKResult:
+    """Per row of goal sets (``counts`` goals each, one row after the other in ``answers``), the answer for its best
+    goal and that goal's index in the row (:func:`ik_layer.best_goals` over rows padded by their last goal's answer,
+    which ties with it and never wins)."""
+    width = int(counts.max())
+    starts = torch.cumsum(counts, 0) - counts
+    index = (starts[:, None] + torch.minimum(torch.arange(width), counts[:, None] - 1)).to(robot.device)
+    reference = {"closest": job.warm_start, "posture": job.posture}.get(job.objective)
+    if reference is not None:
+        reference = reference.to(robot.device)[index]
+    padded = _each(answers, lambda x: x.to(robot.device)[index])
+    picked, goal = best_goals(robot, padded, job.objective, reference)
+    return replace(_each(picked, Tensor.cpu), goal=goal.cpu())
+
+
+def _each(result: IKResult, take: Callable[[Tensor], Tensor]) -> IKResult:
+    """``result`` with ``take`` applied to each field it holds."""
+    held = {f.name: getattr(result, f.name) for f in fields(IKResult)}
+    return IKResult(**{name: None if x is None else take(x) for name, x in held.items()})  # type: ignore[arg-type]
 
 
 def fk_poses(robot: Robot, q: Tensor) -> Tensor:

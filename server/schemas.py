@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_RESPONSES",
+    "MAX_GOALS",
     "ClosestPair",
     "ErrorResponse",
     "FKRequest",
@@ -284,11 +285,26 @@ Objective = Literal["first", "closest", "manipulability", "posture"]
 """How solutions rank: ``ik_layer.OBJECTIVES`` (a test keeps the two equal)."""
 
 
+MAX_GOALS = 256
+"""Candidate poses in one row of ``goals`` at most."""
+
+GoalRow = Annotated[list[Target], Field(min_length=1, max_length=MAX_GOALS)]
+
+
 class _IKTargets(_Request):
-    targets: list[Target] = Field(
+    targets: list[Target] | None = Field(
+        None,
         min_length=1,
         description="end-effector targets T_base_ee: a pose each ({position, orientation}, [x, y, z, qx, qy, qz, "
-        "qw] or a 4x4 matrix by rows), or with several ee_frames an object mapping each frame name to its pose",
+        "qw] or a 4x4 matrix by rows), or with several ee_frames an object mapping each frame name to its pose; "
+        "give targets or goals",
+    )
+    goals: list[GoalRow] | None = Field(
+        None,
+        min_length=1,
+        description="instead of targets, goal sets: per row, its candidate poses (say the grasps of one object, "
+        f"at most {MAX_GOALS}; every pose counts against the server's targets limit); each row's answer reaches "
+        "one of them, the first solved by objective, and its solution's goal tells which",
     )
     warm_start: list[Configuration] | None = Field(
         None,
@@ -325,17 +341,25 @@ class _IKTargets(_Request):
         None, description="a scene registered with PUT /v1/robots/{name}/scenes/{scene}: its obstacles apply too"
     )
 
+    @property
+    def rows(self) -> int:
+        """The targets, or the rows of goals."""
+        return len(self.targets if self.targets is not None else self.goals or [])
+
     @model_validator(mode="after")
     def _one_row_per_target(self) -> _IKTargets:
+        if (self.targets is None) == (self.goals is None):
+            raise ValueError("give either targets (a pose per row) or goals (candidate poses per row)")
         per_target: dict[str, list[Any] | None] = {"warm_start": self.warm_start}
         if self.posture and isinstance(self.posture[0], list):
             per_target["posture"] = self.posture
         if self.obstacles and isinstance(self.obstacles[0], list):
             per_target["obstacles"] = self.obstacles
         for name, rows in per_target.items():
-            if rows is not None and len(rows) != len(self.targets):
+            if rows is not None and len(rows) != self.rows:
+                noun = "targets" if self.targets is not None else "rows of goals"
                 raise ValueError(
-                    f"{name} has {len(rows)} rows but there are {len(self.targets)} targets; give one per target"
+                    f"{name} has {len(rows)} rows but there are {self.rows} {noun}; give one per target"
                     + (" (or one configuration for all)" if name == "posture" else "")
                     + (" (or one list of obstacles for all)" if name == "obstacles" else "")
                 )
@@ -437,6 +461,11 @@ class IKSolution(BaseModel):
         "collision_margin clear",
     )
     closest: ClosestPair | None = Field(None, description="with min_distance: the pair at that distance")
+    goal: int | None = Field(
+        None,
+        description="with goals: the index in its row of the goal reached (where none was, the nearest miss, with "
+        "success false)",
+    )
     gradient: Gradient | dict[str, Gradient] | None = Field(
         None,
         description="only if asked (return_gradient): dq/d(target twist [dp; dw]) as dof rows of 6 numbers "

@@ -145,6 +145,20 @@ def test_solve_sets_of_solutions_in_the_targets_batch_shape(client: Client) -> N
         client.solve("ur5e", targets, objective="closest")  # without a warm start: refused by the server
 
 
+def test_solve_goal_sets_in_chunks_of_whole_rows(client: Client) -> None:
+    robot = ik_layer.load_robot("ur5e")
+    targets = robot.fk(reachable_q(robot, (5, 3), seed=12))  # 5 rows of 3 goals: 15 poses, limit 8 per request
+    targets[:, 0, 0, 3] += 5.0  # every row's first goal out of reach
+    result = client.solve("ur5e", targets, goal_set=True, max_iterations=60)
+    assert result.q.shape == (5, 6) and result.goal is not None and result.goal.shape == (5,)
+    assert bool(result.success.all()) and result.goal.tolist() == [1] * 5
+    reached = targets[torch.arange(5), result.goal]
+    assert float(pose_error(reached, robot.fk(result.q))[:, :3].norm(dim=-1).max()) < 1e-4
+    assert torch.equal(result.result().goal, result.goal)
+    with pytest.raises(ShapeError, match="goal_set"):
+        client.solve("ur5e", torch.zeros(0, 4, 4), goal_set=True)
+
+
 def test_async_client_matches_the_sync_one(server: ServerProcess, client: Client) -> None:
     robot = ik_layer.load_robot("planar3")
     q = reachable_q(robot, (10,), seed=2)

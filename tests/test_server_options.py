@@ -90,4 +90,4 @@ def test_settings_defaults_are_the_library_defaults() -> None:
 def test_every_option_is_a_request_field_and_a_setting() -> None:
     assert set(OPTION_SPECS) <= set(IKRequest.model_fields)
     assert set(OPTION_SPECS) <= set(Settings.model_fields)
-    assert list(IKRequest.model_fields)[:2] == ["targets", "warm_start"]
+    assert list(IKRequest.model_fields)[:3] == ["targets", "goals", "warm_start"]
