@@ -243,6 +243,9 @@ def _count(shape: Obstacle) -> int:
 
 def _batch(kind: str, **batches: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast of the parameters' ``batches`` (by name); a :class:`ShapeError` naming them if they clash."""
+    first, *rest = batches.values()
+    if all(b == first for b in rest):  # the common case, without torch's general broadcast
+        return tuple(first)
     try:
         return tuple(torch.broadcast_shapes(*batches.values()))
     except RuntimeError as err:
