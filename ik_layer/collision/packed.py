@@ -45,14 +45,14 @@ class PackedObstacles:
         tensors in ``dtype`` on ``device`` (a shape shared by several scenes flattened once)."""
         n = len(scenes)
         counts = np.zeros(n, dtype=np.int64)
-        flats: dict[int, tuple[Obstacle, int]] = {}  # by id: each distinct shape, flattened, and its rows
+        flats: dict[int, tuple[Obstacle, int]] = {}  # by id: each distinct shape, flattened (or unbatched), its rows
         parts: dict[type[Obstacle], list[tuple[int, int, int, int]]] = {kind: [] for kind in _KINDS}
         for k, scene in enumerate(scenes):
             at = 0
             for shape in scene:
                 known = flats.get(id(shape))
                 if known is None:
-                    flat = _flat(shape, dtype, device)
+                    flat = shape if _unbatched(shape) else flattened(shape, dtype, device)
                     known = flats[id(shape)] = (flat, _rows(flat))
                 parts[type(shape)].append((k, at, id(shape), known[1]))
                 at += known[1]
@@ -127,17 +127,15 @@ class PackedObstacles:
         return t.reshape(*t.shape[:k], *([1] * (lead + 1)), *t.shape[k:])
 
 
-def _flat(shape: Obstacle, dtype: torch.dtype, device: torch.device) -> Obstacle:
-    """``shape`` in ``dtype`` on ``device``, its batch flattened to one dimension (an unbatched shape: one row)."""
-    fields = vars(shape)
-    if all(t.dim() == _OWN_DIMS[name] for name, t in fields.items()):  # unbatched: the common case, kept cheap
-        return _built(shape, {name: t.to(device, dtype)[None] for name, t in fields.items()})
-    return flattened(shape, dtype, device)
+def _unbatched(shape: Obstacle) -> bool:
+    """Whether ``shape`` holds one shape (no batch dimensions): the common case, stacked with its kind at once."""
+    return all(t.dim() == _OWN_DIMS[name] for name, t in vars(shape).items())
 
 
 def _rows(flat: Obstacle) -> int:
-    """The shapes in a flattened batch."""
-    return next(iter(vars(flat).values())).shape[0]
+    """The shapes in a flattened batch (1 for an unbatched shape)."""
+    first = next(iter(vars(flat).items()))
+    return 1 if first[1].dim() == _OWN_DIMS[first[0]] else first[1].shape[0]
 
 
 def _padded(
@@ -167,7 +165,13 @@ def _padded(
     pick = torch.as_tensor(source, device=device)
     fields = {}
     for name, filler in _FILLERS[kind].items():
-        values = torch.cat([getattr(flats[key][0], name) for key in keys]).index_select(0, pick)
+        own = _OWN_DIMS[name]  # unbatched shapes' tensors (as given) stacked, flattened ones' (converted) joined
+        parts = [getattr(flats[key][0], name) for key in keys]
+        if all(t.dim() == own for t in parts) and len({(t.dtype, t.device) for t in parts}) == 1:
+            values = torch.stack(parts).to(device, dtype)
+        else:
+            values = torch.cat([t.to(device, dtype).reshape(-1, *t.shape[t.dim() - own :]) for t in parts])
+        values = values.index_select(0, pick)
         unit = torch.as_tensor(filler, dtype=dtype, device=device)
         fields[name] = unit.expand(n, m, *unit.shape).contiguous().index_put((scene_t, slot_t), values)
     where = torch.full((n, m), -1, dtype=torch.long, device=device)
