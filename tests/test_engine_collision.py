@@ -16,7 +16,7 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.packed import PackedObstacles
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
-from ik_layer.engine import Engine, open_store
+from ik_layer.engine import Engine, open_store, scheduler
 from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs, spine_tensors
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.kernel_types import kernel_types
@@ -338,3 +338,30 @@ def test_requests_beyond_the_start_pools_solve_without_one() -> None:
     assert engine._pools == [5]
     for request in (first, second):
         assert bool(request.result().success.all())
+
+
+def test_a_pooled_request_admits_a_probe_first_then_the_rest_on_both_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a start pool, PROBE_ROWS targets run one block ahead; the others' random first seeds then draw on the
+    probe's free answers. Both stores answer alike and every success is free."""
+    monkeypatch.setattr(scheduler, "PROBE_ROWS", 8)
+    robot = ik_layer.load_robot("ur5e")
+    q = robot.random_q((400,), generator=gen(33))
+    cost = CollisionCost.of(robot, SCENE, SolveOptions(self_collision=1))
+    assert cost is not None
+    q = q[cost.min_distance(robot, q) > 0.005][:24]
+    assert q.shape[0] == 24
+    answers = {}
+    for store in ("host", "tensor"):
+        engine = Engine(robot, capacity=64, block=16, store=store)
+        problem = Problem.prepare(robot, robot.fk(q), SolveOptions(self_collision=1), obstacles=SCENE)
+        request = engine.submit_problem(problem, seed=34)
+        engine.step()
+        assert request.admitted == 8 and request.pool >= 0
+        engine.step()
+        assert request.admitted == 24
+        engine.run()
+        answers[store] = request.result()
+    host, tensor = answers["host"], answers["tensor"]
+    assert torch.equal(host.q, tensor.q) and torch.equal(host.iterations, tensor.iterations)
+    assert float(host.success.float().mean()) >= 0.95
+    assert bool((cost.min_distance(robot, host.q[host.success]) >= 0).all())

@@ -30,7 +30,8 @@ until it is free; one that stops polishing in collision (or cannot polish: no nu
 restarts at once, with probability ``LM.pooled_restarts`` from one of the collision-free answers of its request
 that the host keeps in the slot's start pool (``pool``: ``pool_count`` of ``POOL_STARTS`` rows of ``pool_q``),
 else at random; while its pool is still empty it waits, once, for the next launch (the host fills pools between
-launches) instead of restarting at random. A free configuration
+launches) instead of restarting at random. A seed drawn at random takes a pooled start the same way where its
+pool holds some (the scheduler admits a few targets of such a request first, to fill it). A free configuration
 within the tolerances is a success at once unless secondary terms are to polish: the collision term gates and
 repairs, it does not pull on the way (which would cost its evaluation at every iteration).
 
@@ -413,6 +414,13 @@ def lm_block_kernel(
             state = wp.rand_init(rng_seed[i], wp.int32(state))
             q, state = draw_start(q, state, i, target_rot, target_pos, w, chain)
             drawn = 2
+            if wp.static(with_collision):  # noqa: SIM102
+                if pool >= 0:  # mostly from a free answer of the solve, once there are some (see the docstring)
+                    stored = problem.pool_count[pool]
+                    if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
+                        row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
+                        for a in range(nq):
+                            q[a] = problem.pool_q[row, a]
         elif it == 0 and drawn == 0:  # a given start, brought inside the limits as Robot.wrap does
             q = wrapped(q, chain)
 

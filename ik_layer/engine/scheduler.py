@@ -44,7 +44,10 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
-__all__ = ["CANCELLED", "DEADLINE", "ROW_STATUS", "Engine", "Request"]
+__all__ = ["CANCELLED", "DEADLINE", "PROBE_ROWS", "ROW_STATUS", "Engine", "Request"]
+
+PROBE_ROWS = 256
+"""The targets of a request with a start pool (a collision term) admitted one block ahead of the others."""
 
 
 _ids = itertools.count()
@@ -399,11 +402,16 @@ class Engine:
                 if self._used >= self.slots.capacity or not self._place_scene(request):
                     break
                 take = min(self.slots.capacity - self._used, request.rows - request.admitted)
+                probing = request.pool >= 0 and request.admitted == 0 and take > PROBE_ROWS
+                if probing:  # a few first: their free answers fill the start pool the others' random seeds draw on
+                    take = PROBE_ROWS
                 rows = np.arange(request.admitted, request.admitted + take)
                 self._place(request, rows, 0, np.zeros(take, dtype=np.int64))
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
+                if probing:  # the rest from the next step on, after a block of the probe's
+                    break
 
     def _place_scene(self, request: Request) -> bool:
         """Whether ``request``'s obstacles are in the obstacle table, placing them there if there is room."""
