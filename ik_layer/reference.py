@@ -144,7 +144,8 @@ class _Problem:
     def pooled(self, fresh: Tensor, stuck: Tensor) -> Tensor:
         """``fresh`` starts (A, S, nq), where seeds are ``stuck`` in collision (A, S) replaced with probability
         ``LM.pooled_restarts`` by a collision-free answer of another target of the solve (as the kernel takes them
-        from its start pool)."""
+        from its start pool). The engine's random first seeds draw on the pool too, after a probe of targets
+        admitted one block ahead of the others; here every target starts at once, at random."""
         free = self.best_q[self.done_at >= 0]  # with collision, a target done is collision-free
         if free.shape[0] == 0:
             return fresh
