@@ -24,6 +24,10 @@ its answers collide (the ``colliding`` column counts those coal finds in collisi
 
     python bench/collision.py                  # 10000 targets per scene, 3 repeats
     python bench/collision.py --quick          # 300 targets, 1 repeat
+    python bench/collision.py --device cuda --dtype float32 --robots panda --batch 100000 --runs plain scene
+
+With ``--device``/``--dtype`` the solves run there (targets drawn, and every answer checked, in float64 on the
+CPU, as above).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 import coal
 import numpy as np
@@ -43,6 +48,19 @@ from ik_layer import Box, Capsule, Sphere
 from ik_layer.collision.cost import CollisionCost
 
 CLEARANCE = 0.005  # how far the targets' configurations keep from everything [m]
+RUNS = ("plain", "self", "scene", "scene per target")
+
+
+def on_host(result: ik_layer.IKResult) -> ik_layer.IKResult:
+    """``result`` on the CPU, its configurations in float64 (as the checks take them)."""
+    fields = {name: None if value is None else value.cpu() for name, value in vars(result).items()}
+    return replace(ik_layer.IKResult(**fields), q=fields["q"].double())
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (timings of whole solves)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def scenes() -> dict[str, list[ik_layer.Sphere | ik_layer.Box | ik_layer.Capsule]]:
@@ -183,8 +201,11 @@ def _distance(ball: object, centre: np.ndarray, shape: object, at: object) -> fl
     return float(result.min_distance)
 
 
-def pose_confirmed(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """(n,) bool: Pinocchio's FK of ``q`` reaches ``target`` within 1e-4 m and 1e-3 rad, ``q`` inside the limits."""
+def pose_confirmed(
+    robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """(n,) bool: Pinocchio's FK of ``q`` reaches ``target`` within 1e-4 m and 1e-3 rad, ``q`` inside the limits
+    (as ``dtype``, the solver's, rounds them: float32 limits lie up to an ulp outside float64's)."""
     model, data = robot.model, robot.model.createData()
     frame = model.getFrameId(robot.ee_frame)
     ok = []
@@ -194,7 +215,8 @@ def pose_confirmed(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor)
         position = np.linalg.norm(placement.translation - ti[:3, 3])
         orientation = np.linalg.norm(pin.log3(ti[:3, :3] @ placement.rotation.T))
         ok.append(position <= 1e-4 and orientation <= 1e-3)
-    inside = ((q >= robot.lower - 1e-12) & (q <= robot.upper + 1e-12)).all(-1)
+    slack = max(1e-12, 4 * torch.finfo(dtype).eps * float(torch.cat((robot.lower, robot.upper)).abs().max()))
+    inside = ((q >= robot.lower - slack) & (q <= robot.upper + slack)).all(-1)
     return torch.tensor(ok) & inside
 
 
@@ -204,38 +226,48 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="300 targets, 1 repeat")
+    parser.add_argument("--device", default="cpu", help="where the solves run (default cpu)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float64", help="(default float64)")
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS, help="which runs (plain first)")
     args = parser.parse_args()
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     batch, repeats = (300, 1) if args.quick else (args.batch, args.repeats)
     print(apply_threads_and_describe(args.threads))
     rows, unconfirmed = [], 0
     for name in args.robots:
-        robot = ik_layer.load_robot(name, collision="auto")
+        robot = ik_layer.load_robot(name, collision="auto")  # float64 on the CPU: targets and checks
+        solver = ik_layer.load_robot(name, collision="auto").to(device, dtype)
         if robot.collision is None:
             print(f"{name}: no collision spheres (load_robot(..., collision='auto') finds none): skipped")
             continue
         for scene_name, obstacles in scenes().items():
             target, _ = free_targets(robot, obstacles, REGIONS[scene_name], batch, seed=1)
             in_scene, alone = CoalCheck(robot, obstacles), CoalCheck(robot, [])
-            runs = {  # label: the solve's collision arguments for n targets, and what coal checks successes against
+            every = {  # label: the solve's collision arguments for n targets, and what coal checks successes against
                 "plain": (lambda n: {}, in_scene),
                 "self": (lambda n: {"self_collision": 1}, alone),
                 "scene": (lambda n: {"obstacles": obstacles, "self_collision": 1}, in_scene),
                 "scene per target": (lambda n: {"obstacles": per_target(obstacles, n), "self_collision": 1}, in_scene),
             }
+            runs = {label: every[label] for label in RUNS if label in args.runs}
+            on_device = target.to(device, dtype)
             plain_rate = 0.0
             for label, (arguments, coal_view) in runs.items():
-                ik_layer.solve(robot, target[:64], **arguments(64))  # warm-up: kernels compiled or loaded
+                ik_layer.solve(solver, on_device[:64], **arguments(64))  # warm-up: kernels compiled or loaded
                 extra = arguments(batch)
                 times, result = [], None
                 for k in range(repeats):
-                    generator = torch.Generator().manual_seed(2 + k)
+                    generator = torch.Generator(device=device).manual_seed(2 + k)
+                    synchronize(device)
                     start = time.perf_counter()
-                    result = ik_layer.solve(robot, target, generator=generator, **extra)
+                    result = ik_layer.solve(solver, on_device, generator=generator, **extra)
+                    synchronize(device)
                     times.append(time.perf_counter() - start)
                 assert result is not None
+                result = on_host(result)
                 rate = batch / statistics.median(times)
                 plain_rate = plain_rate or rate
-                reached = pose_confirmed(robot, result.q, target) & result.success
+                reached = pose_confirmed(robot, result.q, target, dtype) & result.success
                 colliding = coal_view.colliding(result.q[reached], self_collision=True)
                 unconfirmed += int((result.success & ~reached).sum())
                 if label != "plain":  # a collision-aware success coal finds in collision is a failure of ours
@@ -246,7 +278,8 @@ def main() -> int:
                 ])  # fmt: skip
             print(f"{name} {scene_name}: done", flush=True)
     print()
-    print(f"{batch} targets per scene (each with a collision-free answer), float64, CPU; median of {repeats}")
+    where = "CPU" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    print(f"{batch} targets per scene (each with a collision-free answer), {args.dtype}, {where}; median of {repeats}")
     header = ["robot", "scene", "run", "collision-free success", "successes colliding (coal)", "solves/s", "vs plain"]
     print(markdown_table(header, rows, text_columns=3))
     if unconfirmed:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# One prepared GPU benchmark run, bounded to < 5 minutes: set up if needed, then
+# One prepared GPU benchmark run, bounded to < 8 minutes: set up if needed, then
 #   1. FK + Jacobian and IK throughput (bench/ik_gpu.py: panda, float32, batch 1k/10k/100k/1M as far
 #      as memory and the time budget allow; success re-verified with float64 FK), then IK again with the
 #      LM kernel's eager Jacobian (--jacobian eager: the default lazy one against it, on the same targets),
 #   2. HTTP server load (bench/server_load.py --device $DEVICE --quick, IK_LAYER_DTYPE=$DTYPE),
+#   3. collision-aware IK against plain IK (bench/collision.py: panda, $DTYPE, $COLLISION_BATCH targets per
+#      scene, table / shelf / bin with self-collision; every success checked by Pinocchio and coal on the CPU),
 # printing solves/s and success. Every step has its own timeout; the exit status is non-zero if a
 # step failed or timed out (the others still run). Results: $OUT_DIR/ik_gpu.json and *.log.
 #
@@ -14,6 +16,7 @@
 #   PYTHON            interpreter (default: .venv/bin/python if present, else python3)
 #   OUT_DIR           where results go (default: bench/out/gpu, or $OUT when set, as on the device tool)
 #   SERVER_CLIENTS=1,8,64   clients of the server-load step; SKIP_SERVER=1 skips it
+#   COLLISION_BATCH=100000  targets per scene of the collision step; SKIP_COLLISION=1 skips it
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -22,6 +25,7 @@ DTYPE="${DTYPE:-float32}"
 BATCHES="${BATCHES:-1000,10000,100000,1000000}"
 ROBOT="${ROBOT:-panda}"
 SERVER_CLIENTS="${SERVER_CLIENTS:-1,8,64}"
+COLLISION_BATCH="${COLLISION_BATCH:-100000}"
 if [ -z "${PYTHON:-}" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -85,6 +89,13 @@ if [ "${SKIP_SERVER:-0}" != 1 ]; then
         IK_LAYER_DTYPE="$DTYPE" run_step server_load "$left" "$PYTHON" bench/server_load.py --device "$DEVICE" \
             --quick --robot "$ROBOT" --clients "$SERVER_CLIENTS"
     fi
+fi
+
+# --- 3. collision-aware IK ----------------------------------------------------------------------
+if [ "${SKIP_COLLISION:-0}" != 1 ]; then
+    step "collision-aware IK: $ROBOT, $DTYPE, $COLLISION_BATCH targets per scene on $DEVICE"
+    run_step collision 200 "$PYTHON" bench/collision.py --device "$DEVICE" --dtype "$DTYPE" --robots "$ROBOT" \
+        --batch "$COLLISION_BATCH" --repeats 3 --runs plain scene
 fi
 
 step "done in $((SECONDS - START)) s (results in $OUT_DIR)"
