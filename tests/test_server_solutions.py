@@ -15,6 +15,7 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
+from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.solutions import SEPARATION, objective_scores
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.server import Settings, create_app
@@ -237,3 +238,19 @@ async def test_bad_goals_are_refused_naming_the_field(
     response = await client.post("/v1/robots/ur5e/ik", json={k: filled(v) for k, v in body.items()})
     assert response.status_code == status, response.text
     assert all(word in response.text for word in words), response.text
+
+
+async def test_each_row_of_goals_keeps_clear_of_its_own_scene(
+    api: tuple[FastAPI, httpx.AsyncClient], client: httpx.AsyncClient
+) -> None:
+    panda = robot_of(api, "panda")
+    _, poses = random_targets(panda, 3, seed=11)
+    balls = [[{"type": "sphere", "center": [0.0, 0.0, 1.5 + 0.1 * k], "radius": 0.05}] for k in range(2)]
+    body = {"goals": [[poses[0], poses[1]], [poses[2]]], "obstacles": balls}
+    answers = await solve(client, "panda", **body)
+    for answer, k in zip(answers, range(2), strict=True):
+        scene = [ik_layer.Sphere([0.0, 0.0, 1.5 + 0.1 * k], 0.05)]
+        cost = CollisionCost.of(panda, scene, ik_layer.SolveOptions())
+        assert cost is not None
+        want = cost.min_distance(panda, torch.tensor([answer["q"]], dtype=panda.dtype))
+        assert answer["success"] and answer["min_distance"] == pytest.approx(float(want), abs=1e-12)
