@@ -53,8 +53,8 @@ RUNS = ("plain", "self", "scene", "scene per target")
 
 def on_host(result: ik_layer.IKResult) -> ik_layer.IKResult:
     """``result`` on the CPU, its configurations in float64 (as the checks take them)."""
-    fields = {name: None if value is None else value.cpu() for name, value in vars(result).items()}
-    return replace(ik_layer.IKResult(**fields), q=fields["q"].double())
+    on_cpu = result.map(torch.Tensor.cpu)
+    return replace(on_cpu, q=on_cpu.q.double())
 
 
 def synchronize(device: torch.device) -> None:

@@ -7,7 +7,7 @@ the job's answer), and :func:`assemble` adds the gradients of the rows that aske
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -78,15 +78,9 @@ def _best_goals(robot: Robot, job: IKJob, answers: IKResult, counts: Tensor) -> 
     reference = {"closest": job.warm_start, "posture": job.posture}.get(job.objective)
     if reference is not None:
         reference = reference.to(robot.device)[index]
-    padded = _each(answers, lambda x: x.to(robot.device)[index])
+    padded = answers.map(lambda x: x.to(robot.device)[index])
     picked, goal = best_goals(robot, padded, job.objective, reference)
-    return replace(_each(picked, Tensor.cpu), goal=goal.cpu())
-
-
-def _each(result: IKResult, take: Callable[[Tensor], Tensor]) -> IKResult:
-    """``result`` with ``take`` applied to each field it holds."""
-    held = {f.name: getattr(result, f.name) for f in fields(IKResult)}
-    return IKResult(**{name: None if x is None else take(x) for name, x in held.items()})  # type: ignore[arg-type]
+    return replace(picked.map(Tensor.cpu), goal=goal.cpu())
 
 
 def fk_poses(robot: Robot, q: Tensor) -> Tensor:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Generic
 
 import numpy as np
@@ -62,6 +63,11 @@ class IKResult(Generic[ArrayT]):
     closest_pair: ArrayT | None = None
     status: ArrayT | None = None
     goal: ArrayT | None = None
+
+    def map(self: IKResult[Tensor], fn: Callable[[Tensor], Tensor]) -> IKResult[Tensor]:
+        """This result with ``fn`` applied to each field it holds (fields not measured stay None)."""
+        held = {f.name: getattr(self, f.name) for f in fields(self)}
+        return IKResult(**{name: None if x is None else fn(x) for name, x in held.items()})  # type: ignore[arg-type]
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""

@@ -306,8 +306,7 @@ def best_goals(robot: Robot, result: IKResult, objective: str, reference: Tensor
         at = goal.reshape(n, 1, *([1] * (x.dim() - 2))).expand(n, 1, *x.shape[2:])
         return x.gather(1, at).squeeze(1)
 
-    fields = {name: None if value is None else take(value) for name, value in vars(result).items()}
-    return IKResult(**fields), goal  # type: ignore[arg-type]
+    return result.map(take), goal
 
 
 def _wrapping(robot: Robot) -> Tensor:
