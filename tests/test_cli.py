@@ -545,3 +545,24 @@ def test_solve_writes_several_solutions_per_target_ranked(tmp_path, suffix):
         assert_reaches(ur5e, found.numpy(), np.repeat(poses[row : row + 1], len(found), axis=0))
         away = _distance(found, start[row], _wrapping(ur5e))
         assert bool((away[1:] >= away[:-1]).all())  # closest first
+
+
+def test_solve_goal_sets_answers_one_row_per_goals_and_names_the_goal(tmp_path, capsys):
+    ur5e = ik_layer.load_robot("ur5e")
+    poses = matrix_to_pose(ur5e.fk(ur5e.random_q((6,), generator=torch.Generator().manual_seed(6)))).numpy()
+    poses[0::3, 0] += 5.0  # every row's first goal out of reach
+    poses[4, 3] = np.nan  # row 1 holds an invalid goal: skipped whole
+    targets = write_targets(tmp_path / "targets.csv", poses)
+    out = tmp_path / "out.csv"
+    arguments = ["--goal-set", "3", "--on-invalid", "skip", "--max-iterations", "60", "--random-seed", "7"]
+    assert main(["solve", "ur5e", str(targets), "-o", str(out), *arguments]) == 0
+    result = read_result(out, ur5e.dof)
+    with out.open() as f:
+        goal = [int(r["goal"]) for r in csv.DictReader(f)]
+    assert result["line"].tolist() == [2] and goal == [1] and result["success"].tolist() == [True]
+    assert_reaches(ur5e, result["q"], poses[1:2])
+    assert "skipped 1 invalid row(s) of 3 goals of" in (err := capsys.readouterr().err)
+    assert "starting at line(s) 5" in err  # the skipped row: its first goal's line
+    uneven = write_targets(tmp_path / "uneven.csv", poses[:5])
+    assert main(["solve", "ur5e", str(uneven), "-o", str(tmp_path / "o.csv"), "--goal-set", "3"]) == 2
+    assert "do not make rows of --goal-set 3" in capsys.readouterr().err

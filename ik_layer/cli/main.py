@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="up to this many distinct solutions per target, one output row each (a solution column numbers them)",
     )
     ik.add_argument(
+        "--goal-set",
+        type=_positive,
+        metavar="G",
+        help="goal sets: every G consecutive targets are one row's candidate poses; the row reaches one of them (the "
+        "first solved by --objective), one output row per row with a goal column (0..G-1) naming it; warm starts "
+        "are per row",
+    )
+    ik.add_argument(
         "--objective",
         choices=OBJECTIVES,
         default="first",
@@ -288,7 +296,10 @@ def run_solve(args: argparse.Namespace) -> int:
     obstacles = () if args.scene is None else load_scene(args.scene)
     check_output(args.output)
     targets, warm_start, skipped = _solve_inputs(args, robot)
-    _report_skipped(targets.path, skipped)
+    if args.goal_set is None:
+        _report_skipped(targets.path, skipped)
+    else:
+        _report_skipped(targets.path, skipped, f"row(s) of {args.goal_set} goals", "starting at")
     generator = torch.Generator(device=robot.device)
     if args.random_seed is None:
         generator.seed()
@@ -315,6 +326,8 @@ def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndar
     """Valid targets, their warm starts (None without ``--warm-start``) and the skipped target lines."""
     targets = read_targets(args.targets_file, robot.ee_frames)
     invalid = invalid_poses(targets.values)
+    if args.goal_set is not None:
+        targets, invalid = _goal_rows(targets, invalid, args.goal_set)
     warm_start = None
     if args.warm_start is not None:
         columns = q_columns(robot.joint_names, robot.floating_base)
@@ -325,6 +338,16 @@ def _solve_inputs(args: argparse.Namespace, robot: Robot) -> tuple[Rows, np.ndar
         warm_start = start_rows.values[~invalid]
     valid, skipped = drop_invalid(targets, invalid, args.on_invalid)
     return valid, warm_start, skipped
+
+
+def _goal_rows(targets: Rows, invalid: np.ndarray, goals: int) -> tuple[Rows, np.ndarray]:
+    """``targets`` as rows of ``goals`` consecutive poses each (a row's line: its first goal's), and which rows are
+    invalid: those with an invalid goal."""
+    n = len(targets.lines)
+    if n % goals:
+        raise InputFileError(f"{targets.path}: {n} targets do not make rows of --goal-set {goals} goals each")
+    values = targets.values.reshape(n // goals, -1)
+    return Rows(values, targets.lines[::goals], targets.path), np.asarray(invalid.reshape(-1, goals).any(axis=1))
 
 
 def _q_invalid(robot: Robot) -> str:
@@ -363,7 +386,8 @@ def _solve_chunks(
         for begin in range(0, len(targets), args.batch_size):
             rows = slice(begin, begin + args.batch_size)
             chunk = torch.as_tensor(targets[rows], dtype=robot.dtype, device=robot.device)
-            chunk = chunk.reshape(len(chunk), *robot.target_shape[:-2], len(POSE_COLUMNS))
+            goals = () if args.goal_set is None else (args.goal_set,)
+            chunk = chunk.reshape(len(chunk), *goals, *robot.target_shape[:-2], len(POSE_COLUMNS))
             start = (
                 None
                 if warm_start is None
@@ -371,7 +395,7 @@ def _solve_chunks(
             )
             result = solve(
                 robot, chunk, options, warm_start=start, obstacles=obstacles, generator=generator, timeout=args.timeout,
-                num_solutions=args.num_solutions, objective=args.objective,
+                num_solutions=args.num_solutions, objective=args.objective, goal_set=args.goal_set is not None,
             )  # fmt: skip
             chunks.append(result.reshaped((len(chunk) * args.num_solutions,)))  # a row per solution
             done += result.success.numel()
@@ -382,8 +406,8 @@ def _solve_chunks(
 
 def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult], solutions: int) -> int:
     """Write the solved chunks (q, success, errors, iterations, status and, with obstacles or self-collision, the
-    least distance per row; ``solutions`` rows per target, numbered by a ``solution`` column when more than one) to
-    ``path``; return the row count."""
+    least distance per row, with goal sets the goal reached; ``solutions`` rows per target, numbered by a
+    ``solution`` column when more than one) to ``path``; return the row count."""
     q = _gather(chunks, "q", np.float64).reshape(-1, robot.nq)
     columns = {
         "line": np.repeat(lines, solutions)[: len(q)],
@@ -398,6 +422,8 @@ def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKR
         columns["solution"] = np.tile(np.arange(solutions), len(lines))[: len(q)]
     if chunks and chunks[0].min_distance is not None:
         columns["min_distance"] = _gather(chunks, "min_distance", np.float64)
+    if chunks and chunks[0].goal is not None:
+        columns["goal"] = _gather(chunks, "goal", np.int64)
     table = Table(columns, {"q": q_columns(robot.joint_names, robot.floating_base)})
     write_table(path, table)
     return len(q) // solutions
@@ -451,11 +477,10 @@ def _device(choice: str) -> torch.device:
     return torch.device(choice)
 
 
-def _report_skipped(path: Path, lines: list[int]) -> None:
+def _report_skipped(path: Path, lines: list[int], rows: str = "row(s)", at: str = "at") -> None:
     if lines:
-        print(
-            f"ik-layer: skipped {len(lines)} invalid row(s) of {path} at line(s) {format_lines(lines)}", file=sys.stderr
-        )
+        where = f"{at} line(s) {format_lines(lines)}"
+        print(f"ik-layer: skipped {len(lines)} invalid {rows} of {path} {where}", file=sys.stderr)
 
 
 def run_serve(args: argparse.Namespace) -> int:
