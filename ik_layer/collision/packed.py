@@ -149,11 +149,10 @@ def _padded(
     """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the shape's first row in its
     scene, the shape's key in ``flats``, its rows): the padded group ``(n, m)`` and each entry's index in its scene
     (-1 for padding)."""
-    keys = list(dict.fromkeys(key for _, _, key, _ in entries))  # the distinct shapes, their rows one after another
-    sizes = np.array([flats[key][1] for key in keys])
-    first_row = dict(zip(keys, (np.cumsum(sizes) - sizes).tolist(), strict=True))
-    scene_of, at_of, key_of, rows_of = (np.array(column) for column in zip(*entries, strict=True))
-    start = np.array([first_row[key] for key in key_of.tolist()])
+    scene_of, at_of, key_of, rows_of = np.array(entries, dtype=np.int64).reshape(-1, 4).T
+    keys, first, distinct = np.unique(key_of, return_index=True, return_inverse=True)  # the distinct shapes
+    sizes = rows_of[first]  # their rows, one shape's after another's in the order of keys
+    start = (np.cumsum(sizes) - sizes)[distinct]  # each entry's first row among them
     offset = np.arange(rows_of.sum()) - np.repeat(np.cumsum(rows_of) - rows_of, rows_of)  # row within its shape
     scene = np.repeat(scene_of, rows_of)
     obstacle = np.repeat(at_of, rows_of) + offset
@@ -166,7 +165,7 @@ def _padded(
     fields = {}
     for name, filler in _FILLERS[kind].items():
         own = _OWN_DIMS[name]  # unbatched shapes' tensors (as given) stacked, flattened ones' (converted) joined
-        parts = [getattr(flats[key][0], name) for key in keys]
+        parts = [getattr(flats[key][0], name) for key in keys.tolist()]
         if all(t.dim() == own for t in parts) and len({(t.dtype, t.device) for t in parts}) == 1:
             values = torch.stack(parts).to(device, dtype)
         else:
