@@ -53,7 +53,7 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    result = answers.reshaped((answers.success.numel(),))
+    result = answers.reshaped((answers.success.numel(),)).map(Tensor.cpu)  # (a search's: on the robot's device)
     if job.goal_counts is not None:
         result = _best_goals(robot, job, result, job.goal_counts)
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)

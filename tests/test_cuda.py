@@ -285,6 +285,41 @@ async def test_the_server_answers_ik_fk_and_gradients(anyio_backend: str) -> Non
     torch.testing.assert_close(answered, matrix_to_pose(robot.fk(q)), rtol=0, atol=1e-9)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_server_answers_sets_of_solutions_and_goal_sets(anyio_backend: str) -> None:
+    """num_solutions and objective (a search's rounds on the device's engine) and goals (each row's best goal)."""
+    from ik_layer.server import Settings, create_app
+
+    app = create_app(Settings(robots=["ur5e"], device=DEVICE.type))
+    robot = robot_of("ur5e", F64, torch.device("cpu"))
+    q = random_configurations(robot, 4, torch.Generator().manual_seed(18))
+    poses = matrix_to_pose(robot.fk(q)).tolist()
+    away = [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
+            sets = await client.post("/v1/robots/ur5e/ik", json={"targets": poses[:2], "num_solutions": 4})
+            body = {"targets": poses[:2], "warm_start": q[:2].tolist(), "objective": "closest"}
+            closest = await client.post("/v1/robots/ur5e/ik", json=body)
+            body = {"goals": [[away, poses[2]], [poses[3]]], "objective": "manipulability", "return_gradient": True}
+            goals = await client.post("/v1/robots/ur5e/ik", json=body)
+    assert sets.status_code == closest.status_code == goals.status_code == 200, (sets.text, goals.text)
+    for answers, target in zip(sets.json()["solutions"], robot.fk(q[:2]), strict=True):
+        found = torch.tensor([a["q"] for a in answers if a["success"]], dtype=F64)
+        assert len(found) >= 3
+        e = pose_error(target.expand(len(found), 4, 4), robot.fk(found))
+        assert float(e[:, :3].norm(dim=-1).max()) <= 1e-4
+    near = torch.tensor([a["q"] for a in closest.json()["solutions"]], dtype=F64)
+    assert float((torch.remainder(near - q[:2] + torch.pi, 2 * torch.pi) - torch.pi).abs().max()) < 1e-6
+    answered = goals.json()["solutions"]
+    assert [a["goal"] for a in answered] == [1, 0] and all(a["success"] for a in answered)
+    found = torch.tensor([a["q"] for a in answered], dtype=F64)
+    torch.testing.assert_close(
+        torch.tensor([a["gradient"] for a in answered], dtype=F64), ik_layer.target_gradient(robot, found)
+    )
+
+
 def test_the_cli_solves_on_the_device(tmp_path: Path) -> None:
     from ik_layer.cli.main import main
 

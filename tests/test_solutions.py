@@ -224,3 +224,11 @@ def test_goal_sets_refuse_what_they_cannot_take() -> None:
         ik_layer.solve(robot, pose[None, None], goal_set=True, objective="closest")
     with pytest.raises(IKLayerError, match="goal_set must be True or False"):
         ik_layer.solve(robot, pose[None, None], goal_set=1)
+
+
+def test_a_result_maps_each_field_it_holds() -> None:
+    n = torch.arange(3)
+    result = ik_layer.IKResult(n[:, None] * 1.0, n > 0, n * 0.1, n * 0.2, n, status=n + 1)
+    halved = result.map(lambda x: x[:2])
+    assert torch.equal(halved.q, result.q[:2]) and torch.equal(halved.status, torch.tensor([1, 2]))
+    assert halved.min_distance is None and halved.closest_pair is None and halved.goal is None

@@ -162,9 +162,10 @@ class SolutionSearch:
         return rows * (1 + MAX_ROUNDS * (2 * num_solutions + 14))
 
     def add(self, answers: IKResult) -> None:
-        """Take the answers of :attr:`problem` (its rows, flat or in its batch shape) and set the next problem."""
+        """Take the answers of :attr:`problem` (its rows, flat or in its batch shape, on any device: they join the
+        problem's) and set the next problem."""
         rows = self._next_rows
-        self._found.append(answers.reshaped((rows.shape[0],)))
+        self._found.append(answers.reshaped((rows.shape[0],)).map(lambda x: x.to(rows.device)))
         self._rows.append(rows)
         self._kept = _keep(self.robot, self.given, self.objective, self._found, self._rows, self.k)
         self.rounds += 1
