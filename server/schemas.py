@@ -398,6 +398,8 @@ class IKRequest(_IKOptions, _IKTargets):  # fields: targets, warm_start, posture
                 {"targets": [_EXAMPLE_POSITION + _EXAMPLE_ORIENTATION], "posture": _EXAMPLE_Q},
                 {"targets": [_EXAMPLE_FEET], "posture": _EXAMPLE_STANDING, "weights": [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]},
                 {"targets": [_EXAMPLE_POSE], "obstacles": _EXAMPLE_OBSTACLES, "collision_margin": 0.01},
+                {"targets": [_EXAMPLE_POSE], "warm_start": [_EXAMPLE_Q], "num_solutions": 8, "objective": "closest"},
+                {"goals": [[_EXAMPLE_POSE, {"position": [-0.6, -0.2, 0.4], "orientation": _EXAMPLE_ORIENTATION}]]},
             ]
         }
     )

@@ -18,6 +18,8 @@ from fastapi import FastAPI
 import ik_layer
 from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
+from ik_layer.server.decode import parse
+from ik_layer.server.schemas import IKRequest
 from ik_layer.testing import random_bases
 
 pytestmark = pytest.mark.anyio
@@ -115,6 +117,8 @@ async def test_docs_and_openapi_show_schemas_with_examples(client: httpx.AsyncCl
     assert {"targets", "warm_start", "weights"} <= set(ik_request["properties"])
     assert "frame name -> its pose" in json.dumps(ik_request["properties"]["targets"])
     assert "several ee_frames" in spec["components"]["schemas"]["IKSolution"]["properties"]["gradient"]["description"]
+    for example in ik_request["examples"]:  # every documented request is a valid one
+        parse(IKRequest, json.dumps(example).encode())
 
 
 # --------------------------------------------------------------------------- answers
