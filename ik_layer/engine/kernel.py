@@ -222,6 +222,21 @@ def lm_block_kernel(
     pooled_restarts = LM.pooled_restarts
 
     @wp.func
+    def pooled_start(
+        q: vecq, state: wp.uint32, pool: wp.int32, pool_q: wp.array2d(dtype=f), pool_count: wp.array(dtype=wp.int32)
+    ):
+        """``q``, replaced with probability ``LM.pooled_restarts`` by one of the free answers start pool ``pool``
+        holds (if any); the restart stream after its draws, and 1 if a pooled start was taken."""
+        taken = wp.int32(0)
+        stored = pool_count[pool]
+        if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
+            row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
+            for a in range(nq):
+                q[a] = pool_q[row, a]
+            taken = 1
+        return q, state, taken
+
+    @wp.func
     def rank_of_cost(s: f) -> f:
         """:func:`ik_layer.terms.rank_of_cost`: a success's rank from its secondary cost, in (0.25, 0.75)."""
         return f(0.5) + f(0.25) * s / (f(1.0) + wp.abs(s))
@@ -416,11 +431,7 @@ def lm_block_kernel(
             drawn = 2
             if wp.static(with_collision):  # noqa: SIM102
                 if pool >= 0:  # mostly from a free answer of the solve, once there are some (see the docstring)
-                    stored = problem.pool_count[pool]
-                    if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
-                        row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
-                        for a in range(nq):
-                            q[a] = problem.pool_q[row, a]
+                    q, state, _taken = pooled_start(q, state, pool, problem.pool_q, problem.pool_count)
         elif it == 0 and drawn == 0:  # a given start, brought inside the limits as Robot.wrap does
             q = wrapped(q, chain)
 
@@ -598,13 +609,8 @@ def lm_block_kernel(
                     wait = wp.int32(0)
                     if wp.static(with_collision):  # noqa: SIM102
                         if polish <= -2 and pool >= 0:  # stuck in collision: mostly from a free answer of the solve
-                            stored = problem.pool_count[pool]
-                            if stored > 0 and f(wp.randf(state)) < f(pooled_restarts):
-                                row = pool * wp.static(POOL_STARTS) + wp.randi(state, 0, stored)
-                                for a in range(nq):
-                                    q[a] = problem.pool_q[row, a]
-                                pooled = 1
-                            elif stored == 0 and polish == -2:  # none yet: wait (once) for the next block's
+                            q, state, pooled = pooled_start(q, state, pool, problem.pool_q, problem.pool_count)
+                            if problem.pool_count[pool] == 0 and polish == -2:  # none yet: wait, once, for more
                                 wait = 1
                     if wait != 0:
                         polish = -3
