@@ -21,6 +21,13 @@ ARMS = {  # model, base frame, end-effector frame, a joint the base frame's own 
 }
 
 
+def arm(name: str) -> tuple[ik_layer.Robot, str]:
+    """The arm ``name`` of :data:`ARMS` loaded from its base frame, and that frame."""
+    path, base, ee, _ = ARMS[name]
+    assert ERD is not None
+    return ik_layer.load_robot(ERD / path, ee, base_frame=base, collision=None), base
+
+
 def relative(robot: ik_layer.Robot, base: str, q: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Pinocchio's placement (4, 4) of the end-effector in ``base`` and its Jacobian (6, dof) in ``base``'s axes
     (origin at the end-effector), at the robot's ``q`` (its full model, locked joints held)."""
@@ -39,9 +46,8 @@ def relative(robot: ik_layer.Robot, base: str, q: torch.Tensor) -> tuple[np.ndar
 @needs_erd
 @pytest.mark.parametrize("name", sorted(ARMS))
 def test_fk_and_jacobians_are_pinocchio_s_in_the_base_frame(name: str) -> None:
-    path, base, ee, moves_base = ARMS[name]
-    assert ERD is not None
-    robot = ik_layer.load_robot(ERD / path, ee, base_frame=base, collision=None)
+    robot, base = arm(name)
+    moves_base = ARMS[name][3]
     assert robot.base_frame == base and moves_base not in robot.joint_names
     q = robot.random_q((16,), generator=torch.Generator().manual_seed(1))
     pose, jac = robot.fk_jacobian(q)
@@ -58,9 +64,7 @@ def test_fk_and_jacobians_are_pinocchio_s_in_the_base_frame(name: str) -> None:
 @needs_erd
 @pytest.mark.parametrize("name", sorted(ARMS))
 def test_ik_reaches_targets_given_in_the_base_frame(name: str) -> None:
-    path, base, ee, _ = ARMS[name]
-    assert ERD is not None
-    robot = ik_layer.load_robot(ERD / path, ee, base_frame=base, collision=None)
+    robot, base = arm(name)
     q = robot.random_q((32,), generator=torch.Generator().manual_seed(2))
     target = torch.stack([torch.as_tensor(relative(robot, base, qk)[0]) for qk in q])
     result = ik_layer.solve(robot, target, generator=torch.Generator().manual_seed(3))
@@ -100,9 +104,8 @@ def test_the_cli_and_a_server_robot_spec_take_the_base_frame(tmp_path) -> None:
     from ik_layer.cli.main import main
     from ik_layer.server.loading import load_robots
 
-    path, base, ee, _ = ARMS["tiago"]
-    assert ERD is not None
-    robot = ik_layer.load_robot(ERD / path, ee, base_frame=base, collision=None)
+    path, _, ee, _ = ARMS["tiago"]
+    robot, base = arm("tiago")
     q = robot.random_q((3,), generator=torch.Generator().manual_seed(4))
     np.save(tmp_path / "q.npy", q.numpy())
     out = tmp_path / "poses.npz"

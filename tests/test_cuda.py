@@ -8,9 +8,11 @@ eager reference step on the same device.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import AsyncIterator
 from functools import cache
 from pathlib import Path
 
@@ -256,23 +258,30 @@ def test_bad_warm_start_and_engine_are_refused() -> None:
 # --------------------------------------------------------------------------- service and CLI
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_the_server_answers_ik_fk_and_gradients(anyio_backend: str) -> None:
+@contextlib.asynccontextmanager
+async def ur5e_service() -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the service serving ur5e on the device under test."""
     from ik_layer.server import Settings, create_app
 
     app = create_app(Settings(robots=["ur5e"], device=DEVICE.type))
-    robot = robot_of("ur5e", F64, torch.device("cpu"))
-    q = random_configurations(robot, 16, torch.Generator().manual_seed(16))
-    poses = matrix_to_pose(robot.fk(q))
-    targets = [{"position": p[:3].tolist(), "orientation": p[3:].tolist()} for p in poses]
     async with app.router.lifespan_context(app):
         assert app.state.ik.robots["ur5e"].robot.device.type == DEVICE.type
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
-            ik = await client.post("/v1/robots/ur5e/ik", json={"targets": targets, "return_gradient": True})
-            fk = await client.post("/v1/robots/ur5e/fk", json={"q": q.tolist()})
-            bad = await client.post("/v1/robots/ur5e/ik", json={"targets": [{"position": [0, 0], "orientation": []}]})
+            yield client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_server_answers_ik_fk_and_gradients(anyio_backend: str) -> None:
+    robot = robot_of("ur5e", F64, torch.device("cpu"))
+    q = random_configurations(robot, 16, torch.Generator().manual_seed(16))
+    poses = matrix_to_pose(robot.fk(q))
+    targets = [{"position": p[:3].tolist(), "orientation": p[3:].tolist()} for p in poses]
+    async with ur5e_service() as client:
+        ik = await client.post("/v1/robots/ur5e/ik", json={"targets": targets, "return_gradient": True})
+        fk = await client.post("/v1/robots/ur5e/fk", json={"q": q.tolist()})
+        bad = await client.post("/v1/robots/ur5e/ik", json={"targets": [{"position": [0, 0], "orientation": []}]})
     assert ik.status_code == 200 and fk.status_code == 200 and bad.status_code == 422
     solutions = ik.json()["solutions"]
     found = torch.tensor([s["q"] for s in solutions], dtype=F64)
@@ -289,21 +298,16 @@ async def test_the_server_answers_ik_fk_and_gradients(anyio_backend: str) -> Non
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_the_server_answers_sets_of_solutions_and_goal_sets(anyio_backend: str) -> None:
     """num_solutions and objective (a search's rounds on the device's engine) and goals (each row's best goal)."""
-    from ik_layer.server import Settings, create_app
-
-    app = create_app(Settings(robots=["ur5e"], device=DEVICE.type))
     robot = robot_of("ur5e", F64, torch.device("cpu"))
     q = random_configurations(robot, 4, torch.Generator().manual_seed(18))
     poses = matrix_to_pose(robot.fk(q)).tolist()
     away = [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
-            sets = await client.post("/v1/robots/ur5e/ik", json={"targets": poses[:2], "num_solutions": 4})
-            body = {"targets": poses[:2], "warm_start": q[:2].tolist(), "objective": "closest"}
-            closest = await client.post("/v1/robots/ur5e/ik", json=body)
-            body = {"goals": [[away, poses[2]], [poses[3]]], "objective": "manipulability", "return_gradient": True}
-            goals = await client.post("/v1/robots/ur5e/ik", json=body)
+    async with ur5e_service() as client:
+        sets = await client.post("/v1/robots/ur5e/ik", json={"targets": poses[:2], "num_solutions": 4})
+        body = {"targets": poses[:2], "warm_start": q[:2].tolist(), "objective": "closest"}
+        closest = await client.post("/v1/robots/ur5e/ik", json=body)
+        body = {"goals": [[away, poses[2]], [poses[3]]], "objective": "manipulability", "return_gradient": True}
+        goals = await client.post("/v1/robots/ur5e/ik", json=body)
     assert sets.status_code == closest.status_code == goals.status_code == 200, (sets.text, goals.text)
     for answers, target in zip(sets.json()["solutions"], robot.fk(q[:2]), strict=True):
         found = torch.tensor([a["q"] for a in answers if a["success"]], dtype=F64)
