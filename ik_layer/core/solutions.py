@@ -153,6 +153,8 @@ class SolutionSearch:
         self._repeat = 2 * num_solutions + (14 if discrete else 2 if objective == "first" else 6)
         self._found: list[IKResult] = []  # the answers of round r: (n_r,) for the targets _rows[r]
         self._rows: list[Tensor] = []
+        self._scores: list[Tensor] = []  # their ranks by the objective, lower first (each candidate's once)
+        self._wrapped = _wrapping(robot)
         self._next_rows = torch.arange(problem.rows, device=problem.target.device)
         self._kept: _Kept | None = None
 
@@ -165,9 +167,14 @@ class SolutionSearch:
         """Take the answers of :attr:`problem` (its rows, flat or in its batch shape, on any device: they join the
         problem's) and set the next problem."""
         rows = self._next_rows
-        self._found.append(answers.reshaped((rows.shape[0],)).map(lambda x: x.to(rows.device)))
+        found = answers.reshaped((rows.shape[0],)).map(lambda x: x.to(rows.device))
+        score = _scores(self.robot, self.given, self.objective, found.q, rows)
+        if self.objective == "first":  # the order found, after every earlier round's
+            score = score + sum(len(r) for r in self._rows)
+        self._found.append(found)
         self._rows.append(rows)
-        self._kept = _keep(self.robot, self.given, self.objective, self._found, self._rows, self.k)
+        self._scores.append(score)
+        self._kept = _keep(self.given.rows, self._found, self._rows, self._scores, self.k, self._wrapped)
         self.rounds += 1
         self.problem = self._next_round()
 
@@ -235,21 +242,20 @@ class _Kept:
         )
 
 
-def _keep(robot: Robot, problem: Problem, objective: str, found: list[IKResult], rows: list[Tensor], k: int) -> _Kept:
-    """Rank every target's successful candidates by ``objective``, keep up to ``k`` that lie apart (greedily, best
-    first: one pass per candidate rank, every target at once)."""
+def _keep(n: int, found: list[IKResult], rows: list[Tensor], scores: list[Tensor], k: int, wrapped: Tensor) -> _Kept:
+    """Rank each of the ``n`` targets' successful candidates (the answers ``found`` in rounds, for the targets
+    ``rows``, ranked ``scores``), keep up to ``k`` that lie apart (greedily, best first: one pass per candidate rank,
+    every target at once; ``wrapped``: the coordinates compared modulo a turn)."""
     candidates = _concat(found)
     owner = torch.cat(rows)  # (C,) the target of each candidate
-    n, q = problem.rows, candidates.q
-    score = _scores(robot, problem, objective, q, owner)  # lower first
-    score = torch.where(candidates.success, score, torch.inf)
+    q = candidates.q
+    score = torch.where(candidates.success, torch.cat(scores), torch.inf)  # lower first
     by_score = torch.argsort(score, stable=True)  # (the order found breaks ties)
     order = by_score[torch.argsort(owner[by_score], stable=True)]  # by target, then score
     per_target = torch.bincount(owner, minlength=n)
     rank = torch.arange(order.shape[0], device=q.device) - (torch.cumsum(per_target, 0) - per_target)[owner[order]]
     table = torch.full((n, int(per_target.max())), -1, dtype=torch.long, device=q.device)
     table[owner[order], rank] = order  # (n, M): each target's candidates, best first
-    wrapped = _wrapping(robot)
     kept = torch.full((n, k), -1, dtype=torch.long, device=q.device)
     count = torch.zeros(n, dtype=torch.long, device=q.device)
     everyone = torch.arange(n, device=q.device)
