@@ -2,7 +2,7 @@
 
 :func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as given
 (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target, the
-first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 6`` for an
+first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 7`` for an
 objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
 only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, one seed
 each around the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is
@@ -150,7 +150,7 @@ class SolutionSearch:
         """The problems solved so far."""
         # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
         discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
-        self._repeat = 2 * num_solutions + (14 if discrete else 2 if objective == "first" else 6)
+        self._repeat = 2 * num_solutions + (14 if discrete else 2 if objective == "first" else 7)
         self._found: list[IKResult] = []  # the answers of round r: (n_r,) for the targets _rows[r]
         self._rows: list[Tensor] = []
         self._scores: list[Tensor] = []  # their ranks by the objective, lower first (each candidate's once)
