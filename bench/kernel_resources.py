@@ -60,9 +60,15 @@ def resources(robot_name: str, dtype: torch.dtype, lazy: bool, arch: int, ptxas:
 
 def _ptx_version(ptxas: str) -> str:
     """The newest PTX ISA version ``ptxas`` reads (CUDA 13.0: 9.0)."""
+    major, minor = _release(ptxas)
+    return f"{major - 4}.{minor}"
+
+
+def _release(ptxas: str) -> tuple[int, int]:
+    """The CUDA release of ``ptxas`` (major, minor)."""
     out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=True).stdout
     major, minor = map(int, re.search(r"release (\d+)\.(\d+)", out).groups())  # type: ignore[union-attr]
-    return f"{major - 4}.{minor}"
+    return major, minor
 
 
 def main() -> int:
@@ -85,7 +91,7 @@ def main() -> int:
                 print(f"{name} {dtype_name} {jacobian}: {used}", flush=True)
     header = ["robot", "dtype", "Jacobian", "registers", "stack [B]", "spill stores [B]", "spill loads [B]"]
     print(f"\nLM block kernel, sm_{args.arch}, per thread (lazy Jacobian: the tensor store's, as a GPU runs it; eager:")
-    print("the host store's):\n")
+    print(f"the host store's); warp {wp.config.version}, ptxas {'.'.join(map(str, _release(ptxas)))}:\n")
     print(markdown_table(header, rows, text_columns=3))
     return 0
 
