@@ -65,3 +65,10 @@ def test_as_checked_keeps_valid_inputs_and_check_rigid_takes_tensors():
     with pytest.raises(IKLayerError, match="orthonormal"):
         host.check_rigid(t, "t")
     host.check_rigid(t.float()[:1], "t")  # float32: tolerance 1e-3
+    moved = random_transforms(2, seed=4)
+    moved[1, 3, 2] = 2e-6
+    before = moved.clone()
+    with pytest.raises(IKLayerError, match="bottom rows"):
+        host.check_rigid(moved, "t")
+    host.check_rigid(moved.float(), "t")
+    assert torch.equal(moved, before)  # the checks change copies only

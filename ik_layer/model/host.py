@@ -59,8 +59,8 @@ def check_rigid(t: Any, name: str) -> None:
         return
     tol = 1e-6 if t.itemsize == 8 else 1e-3
     rot = t[..., :3, :3]
-    gram = rot.swapaxes(-1, -2) @ rot
-    gram[..., [0, 1, 2], [0, 1, 2]] -= 1
+    gram = rot.swapaxes(-1, -2) @ rot  # a new array: its diagonal (every 4th of 9 entries) may change in place
+    gram.reshape(*gram.shape[:-2], 9)[..., ::4] -= 1
     x, y, z = rot[..., :, 0], rot[..., :, 1], rot[..., :, 2]
     det = (
         x[..., 0] * (y[..., 1] * z[..., 2] - y[..., 2] * z[..., 1])
@@ -70,8 +70,9 @@ def check_rigid(t: Any, name: str) -> None:
     # "not <=": a NaN deviation (overflowing entries) fails too
     if not bool(abs(gram).max() <= tol) or bool(det.min() < 0):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
-    bottom = t[..., 3, :]
-    if not bool(abs(bottom[..., :3]).max() <= tol) or not bool(abs(bottom[..., 3] - 1).max() <= tol):
+    bottom = t[..., 3, :] * 1  # a copy: [0, 0, 0, 0] once its last entry lost 1
+    bottom[..., 3] -= 1
+    if not bool(abs(bottom).max() <= tol):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")
 
 
