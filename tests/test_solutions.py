@@ -116,6 +116,30 @@ def test_one_closest_solution_is_no_farther_than_the_first_found() -> None:
     assert_reaches(robot, closest.q, target)
 
 
+@pytest.mark.parametrize("objective", ["closest", "posture"])
+def test_a_first_answer_within_half_the_separation_of_the_reference_takes_no_more_rounds(objective: str) -> None:
+    """A nearer solution would lie within SEPARATION of that answer: the same solution. Only the targets whose
+    first answers lie farther take the round of candidates."""
+    robot = ik_layer.load_robot("panda")
+    source = robot.random_q((6,), generator=gen(10))
+    target = robot.fk(source)
+    reference = torch.cat((source[:4] + 0.002, robot.random_q((2,), generator=gen(11))))  # 4 near, 2 far
+    problem = ik_layer.Problem.prepare(robot, target, warm_start=reference, posture=reference)
+    solved: list[int] = []
+
+    def run(part: ik_layer.Problem) -> ik_layer.IKResult:
+        solved.append(part.rows)
+        return ik_layer.solve(
+            robot, part.target, warm_start=part.warm_start, posture=part.posture, generator=gen(12 + len(solved))
+        )
+
+    result = solve_set(robot, problem, 1, objective, run, generator=gen(13))
+    away = _distance(result.q[:, 0], reference, _wrapping(robot))
+    assert bool(result.success.all()) and bool((away[:4] <= SEPARATION / 2).all()) and bool((away[4:] > 0.1).all())
+    assert solved[:2] == [6, 2 * (2 * 1 + 7)]  # the candidates of the two far targets only
+    assert_reaches(robot, result.q[:, 0], target)
+
+
 def test_the_reference_path_and_per_target_scenes_take_solutions_too() -> None:
     robot = ik_layer.load_robot("panda")
     target = robot.fk(robot.random_q((3,), generator=gen(10)))

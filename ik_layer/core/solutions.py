@@ -2,7 +2,9 @@
 
 :func:`solve_set` runs a solver over a :class:`~ik_layer.core.problem.Problem` in rounds: first the problem as given
 (its warm starts and postures), then, for the targets still short of ``k`` distinct solutions (every target, the
-first time, for an objective other than ``"first"``), each target repeated ``2 k + 2`` times (``2 k + 7`` for an
+first time, for an objective other than ``"first"``; but for one solution nearest the warm start or the posture, not
+a target whose first answer lies within ``SEPARATION / 2`` of it: a nearer solution would lie within
+:data:`SEPARATION` of that answer, the same solution), each target repeated ``2 k + 2`` times (``2 k + 7`` for an
 objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
 only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, one seed
 each around the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is
@@ -197,6 +199,9 @@ class SolutionSearch:
         wanting = self._kept.count < self.k
         if self.rounds == 1 and self.objective != "first":  # a choice needs candidates: every target takes one round
             wanting = torch.ones_like(wanting)
+            if self.k == 1 and self.objective in ("closest", "posture"):  # but one whose first answer lies within
+                # SEPARATION / 2 of the reference: a nearer solution would lie within SEPARATION of it (the same one)
+                wanting &= ~(self._found[0].success & (self._scores[0] <= SEPARATION / 2))
         short = torch.nonzero(wanting).squeeze(-1)
         if short.numel() == 0:
             return None
