@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One prepared GPU benchmark run, bounded to < 8 minutes: set up if needed, then
+# One prepared GPU benchmark run, bounded to < 9.5 minutes: set up if needed, then
 #   1. FK + Jacobian and IK throughput (bench/ik_gpu.py: panda, float32, batch 1k/10k/100k/1M as far
 #      as memory and the time budget allow; success re-verified with float64 FK), then IK again with the
 #      LM kernel's eager Jacobian (--jacobian eager: the default lazy one against it, on the same targets),
 #   2. HTTP server load (bench/server_load.py --device $DEVICE --quick, IK_LAYER_DTYPE=$DTYPE),
 #   3. collision-aware IK against plain IK (bench/collision.py: panda, $DTYPE, $COLLISION_BATCH targets per
 #      scene, table / shelf / bin with self-collision; every success checked by Pinocchio and coal on the CPU),
+#   4. small batches on the device against the CPU beside it (bench/small_batches.py: batch 1..1024),
 # printing solves/s and success. Every step has its own timeout; the exit status is non-zero if a
 # step failed or timed out (the others still run). Results: $OUT_DIR/ik_gpu.json and *.log.
 #
@@ -17,6 +18,7 @@
 #   OUT_DIR           where results go (default: bench/out/gpu, or $OUT when set, as on the device tool)
 #   SERVER_CLIENTS=1,8,64   clients of the server-load step; SKIP_SERVER=1 skips it
 #   COLLISION_BATCH=100000  targets per scene of the collision step; SKIP_COLLISION=1 skips it
+#   SKIP_SMALL=1            skips the small-batch step
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -96,6 +98,13 @@ if [ "${SKIP_COLLISION:-0}" != 1 ]; then
     step "collision-aware IK: $ROBOT, $DTYPE, $COLLISION_BATCH targets per scene on $DEVICE"
     run_step collision 200 "$PYTHON" bench/collision.py --device "$DEVICE" --dtype "$DTYPE" --robots "$ROBOT" \
         --batch "$COLLISION_BATCH" --repeats 3 --runs plain scene
+fi
+
+# --- 4. small batches: the device or the CPU -------------------------------------------------------
+if [ "${SKIP_SMALL:-0}" != 1 ]; then
+    step "small batches: $ROBOT, $DTYPE on $DEVICE against the CPU"
+    run_step small_batches 45 "$PYTHON" bench/small_batches.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
+        --calls 11
 fi
 
 step "done in $((SECONDS - START)) s (results in $OUT_DIR)"

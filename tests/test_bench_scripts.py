@@ -93,3 +93,16 @@ def test_robot_models_bench_verifies_its_answers(erd_urdf):
     robots, paths = ("talos hands", "talos whole body", "solo12 feet"), ("engine", "reference")
     assert {(row[1].strip(), row[3].strip()) for row in rows} == {(r, p) for r in robots for p in paths}
     assert all(row[6].strip() == "0" for row in rows)  # nothing refuted
+
+
+@pytest.mark.slow
+def test_small_batches_bench_confirms_every_success():
+    script = ROOT / "bench" / "small_batches.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--batch", "1", "--batch", "8", "--calls", "3"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits 1 on an unconfirmed success
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith(("| 1 ", "| 8 "))]
+    assert len(rows) == 2 and all(row[3].strip() == row[5].strip() == "100.00 %" for row in rows)
+    assert "successes float64 FK did not confirm: 0" in done.stdout
