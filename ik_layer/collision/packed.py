@@ -44,22 +44,22 @@ class PackedObstacles:
         """Pack ``scenes`` (one: shared, scene shape ``()``; else one per target, scene shape ``(n,)``), their
         tensors in ``dtype`` on ``device`` (a shape shared by several scenes flattened once)."""
         n = len(scenes)
-        counts = np.zeros(n, dtype=np.int64)
-        flats: dict[int, tuple[Obstacle, int]] = {}  # by id: each distinct shape, flattened (or unbatched), its rows
-        parts: dict[type[Obstacle], list[tuple[int, int, int, int]]] = {kind: [] for kind in _KINDS}
-        for k, scene in enumerate(scenes):
-            at = 0
-            for shape in scene:
-                known = flats.get(id(shape))
-                if known is None:
-                    flat = shape if _unbatched(shape) else flattened(shape, dtype, device)
-                    known = flats[id(shape)] = (flat, _rows(flat))
-                parts[type(shape)].append((k, at, id(shape), known[1]))
-                at += known[1]
-            counts[k] = at
+        shapes = [shape for scene in scenes for shape in scene]  # every scene's, in order
+        lengths = np.fromiter(map(len, scenes), dtype=np.int64, count=n)
+        ids = np.fromiter(map(id, shapes), dtype=np.int64, count=len(shapes))
+        _, first, key_of = np.unique(ids, return_index=True, return_inverse=True)  # a shape shared: flattened once
+        flats = [shapes[i] if _unbatched(shapes[i]) else flattened(shapes[i], dtype, device) for i in first.tolist()]
+        rows_of = np.array([_rows(flat) for flat in flats], dtype=np.int64)[key_of]
+        kind_of = np.array([_KINDS.index(type(flat)) for flat in flats], dtype=np.int64)[key_of]
+        scene_of = np.repeat(np.arange(n), lengths)
+        before = np.cumsum(rows_of) - rows_of  # the rows of every shape before it, over all scenes
+        at_of = before - before[(np.cumsum(lengths) - lengths)[scene_of]]  # and before it in its own scene
+        counts = np.bincount(scene_of, weights=rows_of, minlength=n).astype(np.int64)
         groups, index = [], []
-        for kind, entries in parts.items():
-            if entries:
+        for k, kind in enumerate(_KINDS):
+            mine = kind_of == k
+            if mine.any():
+                entries = (scene_of[mine], at_of[mine], key_of[mine], rows_of[mine])
                 group, where = _padded(kind, entries, flats, n, dtype, device)
                 groups.append(group)
                 index.append(where)
@@ -140,16 +140,16 @@ def _rows(flat: Obstacle) -> int:
 
 def _padded(
     kind: type[Obstacle],
-    entries: list[tuple[int, int, int, int]],
-    flats: dict[int, tuple[Obstacle, int]],
+    entries: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    flats: list[Obstacle],
     n: int,
     dtype: torch.dtype,
     device: torch.device,
 ) -> tuple[Obstacle, Tensor]:
-    """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (scene, index of the shape's first row in its
-    scene, the shape's key in ``flats``, its rows): the padded group ``(n, m)`` and each entry's index in its scene
-    (-1 for padding)."""
-    scene_of, at_of, key_of, rows_of = np.array(entries, dtype=np.int64).reshape(-1, 4).T
+    """The shapes of one ``kind`` in ``n`` scenes, from ``entries`` (per entry: its scene, the index of the shape's
+    first row in its scene, the shape's index in ``flats`` (the distinct shapes, flattened), its rows): the padded
+    group ``(n, m)`` and each entry's index in its scene (-1 for padding)."""
+    scene_of, at_of, key_of, rows_of = entries
     keys, first, distinct = np.unique(key_of, return_index=True, return_inverse=True)  # the distinct shapes
     sizes = rows_of[first]  # their rows, one shape's after another's in the order of keys
     start = (np.cumsum(sizes) - sizes)[distinct]  # each entry's first row among them
@@ -165,7 +165,7 @@ def _padded(
     fields = {}
     for name, filler in _FILLERS[kind].items():
         own = _OWN_DIMS[name]  # unbatched shapes' tensors (as given) stacked, flattened ones' (converted) joined
-        parts = [getattr(flats[key][0], name) for key in keys.tolist()]
+        parts = [getattr(flats[key], name) for key in keys.tolist()]
         if all(t.dim() == own for t in parts) and len({(t.dtype, t.device) for t in parts}) == 1:
             values = torch.stack(parts).to(device, dtype)
         else:
