@@ -16,11 +16,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
-from ik_layer.model.lie import as_transform
+from ik_layer.model.lie import as_transform, host_values
 
 __all__ = [
     "MAX_BATCH_OBSTACLES",
@@ -49,15 +50,17 @@ def _tensor(value: object, name: str, last: int | None) -> Tensor:
             raise IKLayerError(f"{name} must be numbers, got {type(value).__name__}") from err
     if last is not None and (t.dim() < 1 or t.shape[-1] != last):
         raise ShapeError(f"{name} must have shape (..., {last}), got {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()):
+    values = host_values(t)  # a small CPU tensor's checks in numpy: far cheaper calls
+    if not bool((np.isfinite(values) if isinstance(values, np.ndarray) else torch.isfinite(values)).all()):
         raise NonFiniteError(f"{name} must be finite")
     return t
 
 
 def _positive(value: object, name: str, last: int | None) -> Tensor:
     t = _tensor(value, name, last)
-    if not bool((t > 0).all()):
-        raise IKLayerError(f"{name} must be positive, got {t.min().item():g} at least once")
+    values = host_values(t)
+    if not bool((values > 0).all()):
+        raise IKLayerError(f"{name} must be positive, got {float(values.min()):g} at least once")
     return t
 
 
