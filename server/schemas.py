@@ -17,6 +17,7 @@ robots with one frame take a plain pose (or that object with their one frame).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import torch
@@ -223,9 +224,10 @@ class SphereObstacle(_Request):
     center: Point
     radius: Length = Field(description="[m], > 0")
 
-    def shape(self) -> Obstacle:
-        """The library's obstacle."""
-        return Sphere(self.center, self.radius)
+    @staticmethod
+    def shapes(run: Sequence[SphereObstacle]) -> Obstacle:
+        """The library's obstacle of a ``run`` of spheres: one batch of them, in order."""
+        return Sphere([e.center for e in run], [e.radius for e in run])
 
 
 class BoxObstacle(_Request):
@@ -235,10 +237,11 @@ class BoxObstacle(_Request):
     pose: PoseInput
     size: Annotated[list[Length], Field(min_length=3, max_length=3, description="full side lengths [m], > 0")]
 
-    def shape(self) -> Obstacle:
-        """The library's obstacle."""
-        pose = cast("Pose", self.pose)  # validated, every pose form is a Pose
-        return Box(pose.position + pose.orientation, self.size)
+    @staticmethod
+    def shapes(run: Sequence[BoxObstacle]) -> Obstacle:
+        """The library's obstacle of a ``run`` of boxes: one batch of them, in order."""
+        poses = [cast("Pose", e.pose) for e in run]  # validated, every pose form is a Pose
+        return Box([p.position + p.orientation for p in poses], [e.size for e in run])
 
 
 class CapsuleObstacle(_Request):
@@ -249,9 +252,10 @@ class CapsuleObstacle(_Request):
     b: Point
     radius: Length = Field(description="[m], > 0")
 
-    def shape(self) -> Obstacle:
-        """The library's obstacle."""
-        return Capsule(self.a, self.b, self.radius)
+    @staticmethod
+    def shapes(run: Sequence[CapsuleObstacle]) -> Obstacle:
+        """The library's obstacle of a ``run`` of capsules: one batch of them, in order."""
+        return Capsule([e.a for e in run], [e.b for e in run], [e.radius for e in run])
 
 
 ObstacleInput = Annotated[SphereObstacle | BoxObstacle | CapsuleObstacle, Field(discriminator="type")]

@@ -118,6 +118,28 @@ async def test_answers_keep_clear_of_the_obstacles_and_report_their_least_distan
             assert max(abs(a - b) for a, b in zip(pose[:3], target[:3], strict=True)) < 1e-4
 
 
+async def test_runs_of_one_type_keep_each_obstacle_s_index(client: httpx.AsyncClient, panda: ik_layer.Robot) -> None:
+    """The server builds each run of one type as one batched shape: the closest obstacle is still named by its index
+    in the request, and the distances are the library's for the shapes one by one."""
+    balls = [([0.3 + 0.1 * k, 0.35, 0.2 + 0.15 * k], 0.04 + 0.01 * k) for k in range(3)]
+    small = ([0.45, -0.3, 0.25, 0, 0, 0.383, 0.924], [0.1, 0.2, 0.3])
+    body = [TABLE, *({"type": "sphere", "center": c, "radius": r} for c, r in balls), POLE]
+    body += [{"type": "box", "pose": small[0], "size": small[1]}, TABLE]
+    shapes = [LIBRARY_SCENE[0], *(Sphere(c, r) for c, r in balls), LIBRARY_SCENE[2], Box(*small), LIBRARY_SCENE[0]]
+    targets = free_targets(panda, 16, seed=4)
+    answers = await solve(client, targets=targets, obstacles=body, max_iterations=5)
+    q = torch.tensor([a["q"] for a in answers], dtype=panda.dtype)
+    cost = CollisionCost.of(panda, shapes, ik_layer.SolveOptions.build(collision_margin=MARGIN))
+    assert cost is not None
+    least, pairs = cost.closest(panda, q)
+    torch.testing.assert_close(reported(answers), least, atol=1e-12, rtol=0)
+    assert [a["closest"]["obstacle"] for a in answers] == pairs[:, 1].tolist()
+    assert len({a["closest"]["obstacle"] for a in answers}) >= 2  # more than one obstacle comes nearest
+    put = await client.put("/v1/robots/panda/scenes/runs", json={"obstacles": body})
+    assert put.json() == {"name": "runs", "obstacles": len(body)}
+    assert (await client.delete("/v1/robots/panda/scenes/runs")).json() == put.json()
+
+
 async def test_a_target_inside_an_obstacle_comes_back_unsolved_with_its_least_distance(
     client: httpx.AsyncClient, panda: ik_layer.Robot
 ) -> None:

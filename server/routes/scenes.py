@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -68,4 +69,4 @@ def _scene_obstacles(loaded: Loaded, body: bytes) -> tuple[Obstacle, ...]:
 
 
 def _info(name: str, obstacles: tuple[Obstacle, ...]) -> SceneInfo:
-    return SceneInfo(name=name, obstacles=len(obstacles))
+    return SceneInfo(name=name, obstacles=sum(math.prod(shape.batch) for shape in obstacles))
