@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.autograd import forward_ad
 
 from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.lie import (
@@ -469,3 +470,14 @@ def test_as_transform_is_differentiable_under_torch_func(rng):
     pose = from_rotation_translation(so3_exp(random_rotvec(rng, (3,))), torch.randn(3, 3, generator=rng, dtype=F64))
     jac = torch.func.jacrev(as_transform)(pose)  # (3, 4, 4, 3, 4, 4)
     torch.testing.assert_close(jac, torch.eye(48, dtype=F64).reshape(jac.shape), rtol=0, atol=0)
+
+
+def test_pose_to_matrix_keeps_forward_mode_tangents_of_a_single_pose() -> None:
+    """A small CPU pose without gradient takes numpy arithmetic: never one that carries a forward-mode tangent."""
+    pose = torch.tensor([0.1, -0.2, 0.3, 0.2, -0.1, 0.3, 0.9], dtype=torch.float64)
+    direction = torch.tensor([0.3, 0.1, -0.2, 0.5, -0.4, 0.2, 0.1], dtype=torch.float64)
+    with forward_ad.dual_level():
+        tangent = forward_ad.unpack_dual(pose_to_matrix(forward_ad.make_dual(pose, direction))).tangent
+    expected = torch.func.jacrev(pose_to_matrix)(pose) @ direction
+    assert tangent is not None and float(expected.abs().max()) > 0.1
+    torch.testing.assert_close(tangent, expected, atol=1e-12, rtol=0)
