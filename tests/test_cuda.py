@@ -26,7 +26,7 @@ from ik_layer import SolveOptions
 from ik_layer.engine import CANCELLED, DEADLINE, RUNNING, SOLVED, BlockLauncher, Engine, TensorStore, open_store
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.reference import _LMState, _Problem
-from ik_layer.testing import random_configurations
+from ik_layer.testing import random_configurations, serving
 from tests.conftest import erd_urdf_path
 
 DEVICE = torch.device(os.environ.get("IK_LAYER_TEST_DEVICE", "cuda"))
@@ -261,14 +261,11 @@ def test_bad_warm_start_and_engine_are_refused() -> None:
 @contextlib.asynccontextmanager
 async def ur5e_service() -> AsyncIterator[httpx.AsyncClient]:
     """A client of the service serving ur5e on the device under test."""
-    from ik_layer.server import Settings, create_app
+    from ik_layer.server import Settings
 
-    app = create_app(Settings(robots=["ur5e"], device=DEVICE.type))
-    async with app.router.lifespan_context(app):
+    async with serving(Settings(robots=["ur5e"], device=DEVICE.type)) as (app, client):
         assert app.state.ik.robots["ur5e"].robot.device.type == DEVICE.type
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
-            yield client
+        yield client
 
 
 @pytest.mark.anyio

@@ -16,6 +16,7 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
+from ik_layer import testing
 from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
 from ik_layer.server.decode import parse
@@ -35,11 +36,8 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def serving(**overrides: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """An app with ``FAST`` settings plus ``overrides``, its lifespan running, and a client on it."""
-    app = create_app(Settings(**{**FAST, **overrides}))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=30) as client:
-            yield app, client
+    async with testing.serving(Settings(**{**FAST, **overrides}), timeout=30) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

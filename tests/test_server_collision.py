@@ -17,8 +17,9 @@ from ik_layer import Box, Sphere
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.shapes import MAX_OBSTACLES
 from ik_layer.model.lie import matrix_to_pose
-from ik_layer.server import Settings, create_app
+from ik_layer.server import Settings
 from ik_layer.server.state import MAX_SCENES
+from ik_layer.testing import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -41,11 +42,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    app = create_app(Settings(robots=["panda", "planar3"], max_targets=64))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
-            yield app, client
+    async with serving(Settings(robots=["panda", "planar3"], max_targets=64)) as pair:
+        yield pair
 
 
 @pytest.fixture

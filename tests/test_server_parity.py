@@ -17,7 +17,8 @@ from fastapi import FastAPI
 import ik_layer
 from ik_layer.client import AsyncClient
 from ik_layer.model.lie import matrix_to_pose, pose_error, pose_to_matrix
-from ik_layer.server import Settings, create_app
+from ik_layer.server import Settings
+from ik_layer.testing import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -45,11 +46,8 @@ async def api(erd_urdf, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     spec, _ = readme_floating_base_example()
     path = tmp_path_factory.mktemp("robots") / "robots.json"
     path.write_text(json.dumps([{**spec, "source": str(erd_urdf(TALOS))}]))
-    app = create_app(Settings(robots=["ur5e", f"@{path}"], max_targets=8))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=60) as client:
-            yield app, client
+    async with serving(Settings(robots=["ur5e", f"@{path}"], max_targets=8)) as pair:
+        yield pair
 
 
 def robot_of(app: FastAPI, name: str) -> ik_layer.Robot:

@@ -18,8 +18,9 @@ import ik_layer
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.solutions import SEPARATION, objective_scores
 from ik_layer.model.lie import matrix_to_pose, pose_error
-from ik_layer.server import Settings, create_app
+from ik_layer.server import Settings
 from ik_layer.server.schemas import Objective
+from ik_layer.testing import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -36,11 +37,8 @@ async def api() -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     settings = Settings(
         robots=["ur5e", "panda"], max_targets=16, max_queued_work=MAX_WORK, num_seeds=4, max_iterations=100
     )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=120) as client:
-            yield app, client
+    async with serving(settings, timeout=120) as pair:
+        yield pair
 
 
 @pytest.fixture
