@@ -70,18 +70,9 @@ class IKResult(Generic[ArrayT]):
         return IKResult(**{name: None if x is None else fn(x) for name, x in held.items()})  # type: ignore[arg-type]
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
-        """This result of flat rows with every field reshaped to the targets' batch shape ``batch``."""
-        return IKResult(
-            q=self.q.reshape(*batch, self.q.shape[-1]),
-            success=self.success.reshape(batch),
-            position_error=self.position_error.reshape(batch),
-            orientation_error=self.orientation_error.reshape(batch),
-            iterations=self.iterations.reshape(batch),
-            min_distance=None if self.min_distance is None else self.min_distance.reshape(batch),
-            closest_pair=None if self.closest_pair is None else self.closest_pair.reshape(*batch, 2),
-            status=None if self.status is None else self.status.reshape(batch),
-            goal=None if self.goal is None else self.goal.reshape(batch),
-        )
+        """This result with every field's batch dimensions (``success``'s) reshaped to ``batch``."""
+        rows = self.success.dim()
+        return self.map(lambda x: x.reshape(*batch, *x.shape[rows:]))
 
 
 def frame_errors(error: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:

@@ -63,6 +63,9 @@ NEAR_SPREAD = 1.0
 """For ``"closest"``, the random candidates start at the warm start plus a normal draw of this spread per joint
 [rad or m]: the answer nearest a seed mostly lies near it (TRAC-IK's Distance searches around its seed too)."""
 
+_MOST_CANDIDATES = 14
+"""The candidates a round adds to ``2 k`` per target at most: where the answers lie on discrete branches only."""
+
 MANIPULABILITY_GAIN = 0.5
 """The manipulability term's gain where ``objective="manipulability"`` sets it (see :mod:`ik_layer.terms`)."""
 
@@ -152,7 +155,7 @@ class SolutionSearch:
         """The problems solved so far."""
         # answers on discrete branches only (no null space: the weighted rows at least the dof): a choice needs more
         discrete = bool(((problem.weights > 0).flatten(1).sum(-1) >= robot.dof).any())
-        self._repeat = 2 * num_solutions + (14 if discrete else 2 if objective == "first" else 7)
+        self._repeat = 2 * num_solutions + (_MOST_CANDIDATES if discrete else 2 if objective == "first" else 7)
         self._found: list[IKResult] = []  # the answers of round r: (n_r,) for the targets _rows[r]
         self._rows: list[Tensor] = []
         self._scores: list[Tensor] = []  # their ranks by the objective, lower first (each candidate's once)
@@ -163,7 +166,7 @@ class SolutionSearch:
     @staticmethod
     def most_rows(rows: int, num_solutions: int) -> int:
         """The most rows a search of ``rows`` targets solves over all its rounds (a bound of its cost)."""
-        return rows * (1 + MAX_ROUNDS * (2 * num_solutions + 14))
+        return rows * (1 + MAX_ROUNDS * (2 * num_solutions + _MOST_CANDIDATES))
 
     def add(self, answers: IKResult) -> None:
         """Take the answers of :attr:`problem` (its rows, flat or in its batch shape, on any device: they join the
