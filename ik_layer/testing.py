@@ -1,13 +1,12 @@
 """Helpers for tests and benchmarks of code that uses ik-layer (ours included).
 
 Nothing here is used by the library itself: a free loopback port, the HTTP
-service in a child process or in this one (:func:`serving`), the location of example-robot-data's URDFs
+service in a child process, the location of example-robot-data's URDFs
 (foreign robot models for tests), and random configurations to draw targets from.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -17,11 +16,11 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -30,12 +29,6 @@ from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
 from ik_layer.model.robot import Robot
 
-if TYPE_CHECKING:
-    import httpx
-    from fastapi import FastAPI
-
-    from ik_layer.server import Settings
-
 __all__ = [
     "ServerProcess",
     "example_robot_data_candidates",
@@ -43,7 +36,6 @@ __all__ = [
     "free_port",
     "random_bases",
     "random_configurations",
-    "serving",
 ]
 
 _ERD_SUFFIX = Path("share", "example-robot-data", "robots")
@@ -124,21 +116,6 @@ class ServerProcess:
         if self.process.poll() is None:
             self.process.kill()
         return self.process.communicate()[0] or ""
-
-
-@contextlib.asynccontextmanager
-async def serving(settings: Settings, timeout: float = 60.0) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The service's app for ``settings`` with its lifespan running (robots loaded, worker started), and an httpx
-    client that calls it in this process (no socket), each request waiting at most ``timeout`` seconds."""
-    import httpx
-
-    from ik_layer.server import create_app
-
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=timeout) as client:
-            yield app, client
 
 
 def example_robot_data_candidates() -> list[Path]:

@@ -1,18 +1,27 @@
-"""Shared test fixtures: seeded generators, example-robot-data URDFs, a Pinocchio oracle, tmp URDFs.
+"""Shared test fixtures: seeded generators, example-robot-data URDFs, a Pinocchio oracle, tmp URDFs, the service in
+this process.
 
 Generic on purpose: nothing here knows about a particular test file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 import torch
 
 from ik_layer.testing import example_robot_data_candidates, example_robot_data_dir
+
+if TYPE_CHECKING:
+    import httpx
+    from fastapi import FastAPI
+
+    from ik_layer.server import Settings
 
 SEED = 20240611
 
@@ -186,3 +195,21 @@ def write_urdf(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+# --------------------------------------------------------------------------- the service in this process
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings, timeout: float = 60.0) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The service's app for ``settings`` with its lifespan running (robots loaded, worker started), and an httpx
+    client that calls it in this process (no socket), each request waiting at most ``timeout`` seconds."""
+    import httpx
+
+    from ik_layer.server import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ik.test", timeout=timeout) as client:
+            yield app, client

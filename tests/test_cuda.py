@@ -26,8 +26,8 @@ from ik_layer import SolveOptions
 from ik_layer.engine import CANCELLED, DEADLINE, RUNNING, SOLVED, BlockLauncher, Engine, TensorStore, open_store
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.reference import _LMState, _Problem
-from ik_layer.testing import random_configurations, serving
-from tests.conftest import erd_urdf_path
+from ik_layer.testing import random_configurations
+from tests.conftest import erd_urdf_path, serving
 
 DEVICE = torch.device(os.environ.get("IK_LAYER_TEST_DEVICE", "cuda"))
 pytestmark = [

@@ -16,12 +16,12 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
-from ik_layer import testing
 from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
 from ik_layer.server.decode import parse
 from ik_layer.server.schemas import IKRequest
 from ik_layer.testing import random_bases
+from tests import conftest
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def serving(**overrides: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """An app with ``FAST`` settings plus ``overrides``, its lifespan running, and a client on it."""
-    async with testing.serving(Settings(**{**FAST, **overrides}), timeout=30) as pair:
+    async with conftest.serving(Settings(**{**FAST, **overrides}), timeout=30) as pair:
         yield pair
 
 

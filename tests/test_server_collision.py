@@ -19,7 +19,7 @@ from ik_layer.collision.shapes import MAX_OBSTACLES
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server import Settings
 from ik_layer.server.state import MAX_SCENES
-from ik_layer.testing import serving
+from tests.conftest import serving
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ import ik_layer
 from ik_layer.client import AsyncClient
 from ik_layer.model.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.server import Settings
-from ik_layer.testing import serving
+from tests.conftest import serving
 
 pytestmark = pytest.mark.anyio
 

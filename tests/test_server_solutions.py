@@ -20,7 +20,7 @@ from ik_layer.core.solutions import SEPARATION, objective_scores
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.server import Settings
 from ik_layer.server.schemas import Objective
-from ik_layer.testing import serving
+from tests.conftest import serving
 
 pytestmark = pytest.mark.anyio
 

@@ -72,7 +72,7 @@ class IKResult(Generic[ArrayT]):
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result with every field's batch dimensions (``success``'s) reshaped to ``batch``."""
         rows = self.success.dim()
-        return self.map(lambda x: x.reshape(*batch, *x.shape[rows:]))
+        return self.map(lambda x: x.reshape((*batch, *x.shape[rows:])))
 
 
 def frame_errors(error: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
