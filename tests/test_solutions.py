@@ -64,6 +64,38 @@ def test_a_ur5e_finds_every_closed_form_branch() -> None:
         assert result.status[row].tolist() == [1] * int(counts[row]) + [2] * (8 - int(counts[row]))
 
 
+def generic_ur5e_targets(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``n`` targets (n, 4, 4) of random configurations and their closed-form branches, only targets whose every
+    branch lies away from singularities (its Jacobian's smallest singular value at least 0.01, as
+    bench/solve_types.py counts generic targets): near one, branches merge and a tolerance admits a continuum."""
+    targets, branches = [], []
+    for target in robot.fk(robot.random_q((2 * n,), generator=gen(seed))):
+        exact = torch.from_numpy(ur_branches(target.numpy()))
+        if len(exact) and float(torch.linalg.svdvals(robot.fk_jacobian(exact)[1]).min()) >= 0.01:
+            targets.append(target)
+            branches.append(exact)
+    assert len(targets) >= n
+    return torch.stack(targets[:n]), branches[:n]
+
+
+@pytest.mark.parametrize("objective", ["first", "closest", "manipulability", "posture"])
+def test_every_objective_finds_every_closed_form_branch(objective: str) -> None:
+    """An objective ranks the set, it must not shrink it: ``"closest"`` drew its candidates around the warm start
+    only, and missed the far branches of about one generic target in seven."""
+    robot = ik_layer.load_robot("ur5e", collision=None)
+    target, branches = generic_ur5e_targets(robot, 50, 30)
+    near = robot.random_q((50,), generator=gen(31))
+    result = ik_layer.solve(
+        robot, target, num_solutions=8, objective=objective, warm_start=near, posture=near, generator=gen(32)
+    )
+    found = 0
+    for row, exact in enumerate(branches):
+        ours = result.q[row][result.success[row]]
+        assert_reaches(robot, ours, target[row].expand(len(ours), 4, 4))
+        found += bool((_distance(exact[:, None], ours[None], _wrapping(robot)) < SEPARATION / 2).any(1).all())
+    assert found >= 49
+
+
 def test_a_search_solves_at_most_its_bound_of_rows() -> None:
     robot = ik_layer.load_robot("ur5e")
     targets = robot.fk(robot.random_q((5,), generator=gen(4)))

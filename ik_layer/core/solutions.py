@@ -6,12 +6,14 @@ first time, for an objective other than ``"first"``; but for one solution neares
 a target whose first answer lies within ``SEPARATION / 2`` of it: a nearer solution would lie within
 :data:`SEPARATION` of that answer, the same solution), each target repeated ``2 k + 2`` times (``2 k + 7`` for an
 objective other than ``"first"``: a choice wants candidates; ``2 k + 14`` where the answers lie on discrete branches
-only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, one seed
-each around the warm start; the posture pulls but seeds nothing), at most :data:`MAX_ROUNDS` times. Each answer is
-pulled in the null space towards the objective (:func:`objective_problem`), so that it is the best of its branch. A
-target's successes are ranked by the objective and kept greedily where they lie at least :data:`SEPARATION` from
-every one kept before (joint distance, angles of revolute joints that turn a full turn or more compared modulo a
-turn: a UR5e's eight branches, not their copies a turn apart).
+only, without a null space: some branches draw few random starts) from random starts (for ``"closest"``, the first
+time, one seed each around the warm start, for the nearest answers; later, for the targets still short, anywhere as
+for every objective: an objective ranks the set, it must not shrink it; the posture pulls but seeds nothing), at
+most :data:`MAX_ROUNDS` times. Each answer is pulled in the null space towards the objective
+(:func:`objective_problem`), so that it is the best of its branch. A target's successes are ranked by the
+objective and kept greedily where they lie at least :data:`SEPARATION` from every one kept before (joint distance,
+angles of revolute joints that turn a full turn or more compared modulo a turn: a UR5e's eight branches, not their
+copies a turn apart).
 
 Objectives: ``"first"`` (the order found: the given start's answer first), ``"closest"`` (nearest the warm start,
 TRAC-IK's Distance), ``"manipulability"`` (the largest ``sqrt(det(J J^T))``, TRAC-IK's Manip1) and ``"posture"``
@@ -60,7 +62,7 @@ SEPARATION = 0.1
 """The least joint distance between two solutions of one target [rad or m] (the norm over the joints)."""
 
 NEAR_SPREAD = 1.0
-"""For ``"closest"``, the random candidates start at the warm start plus a normal draw of this spread per joint
+"""For ``"closest"``, the first round's candidates start at the warm start plus a normal draw of this spread per joint
 [rad or m]: the answer nearest a seed mostly lies near it (TRAC-IK's Distance searches around its seed too)."""
 
 _MOST_CANDIDATES = 14
@@ -211,8 +213,10 @@ class SolutionSearch:
         again = self._next_rows = short.repeat_interleave(self._repeat)
         part = _random_starts(self.given, again)
         warm = self.given.warm_start
-        if self.objective == "closest" and warm is not None:  # candidates start around the warm start, one seed
-            near = warm[again]  # each (a seed that stalls would restart anywhere in the limits: far from it)
+        if self.objective == "closest" and warm is not None and self.rounds == 1:
+            # the first candidates start around the warm start, one seed each (a seed that stalls would restart
+            # anywhere in the limits: far from it); later ones anywhere: near starts reach only the near branches
+            near = warm[again]
             noise = torch.randn(near.shape, dtype=near.dtype, device=near.device, generator=self.generator)
             start = self.robot.wrap(near + NEAR_SPREAD * noise)
             part = replace(part, warm_start=start, options=part.options.replace(num_seeds=1))
