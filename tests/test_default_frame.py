@@ -7,9 +7,11 @@ import itertools
 import logging
 import re
 
+import pinocchio as pin
 import pytest
 
 import ik_layer
+from ik_layer.model.joints import frame_id
 from ik_layer.robots import REGISTRY
 from ik_layer.testing import example_robot_data_dir
 
@@ -109,6 +111,23 @@ ERD_REFUSED = {
 def test_default_frame_of_example_robot_data(erd_urdf, relative, frame, dof):
     robot = ik_layer.load_robot(erd_urdf(relative))
     assert (robot.ee_frame, robot.dof) == (frame, dof)
+
+
+@pytest.mark.filterwarnings("ignore:joints .* have equal lower and upper limits")
+@pytest.mark.parametrize(("relative", "frame", "dof"), ERD_DEFAULTS, ids=[r for r, _, _ in ERD_DEFAULTS])
+def test_a_base_frame_on_the_chain_keeps_the_default_frame(erd_urdf, relative, frame, dof):
+    """From the link its first joint moves (the link it hangs from, for a one-joint chain), the same frame, that
+    joint locked: TIAGo from ``torso_lift_link`` keeps ``hand_tool_link``, not a fingertip 14 joints deep."""
+    whole = ik_layer.load_robot(erd_urdf(relative), collision=None)
+    model = whole.full_model
+    chain = model.supports[model.frames[frame_id(model, frame)].parentJoint]
+    first = next(j for j in chain if model.names[j] in whole.joint_names)
+    hangs = first if dof > 1 else model.parents[first]
+    base = next(f.name for f in model.frames if f.parentJoint == hangs and f.type == pin.FrameType.BODY)
+    robot = ik_layer.load_robot(erd_urdf(relative), base_frame=base, collision=None)
+    locked = [model.names[first]] if dof > 1 else []
+    assert robot.ee_frame == frame
+    assert robot.joint_names == [n for n in whole.joint_names if n not in locked]
 
 
 @pytest.mark.parametrize(("relative", "reason"), ERD_REFUSED.items(), ids=list(ERD_REFUSED))

@@ -14,6 +14,10 @@ Read in three steps from the tree of joints the robot can move:
    other name, and last fingers and sensors (``finger``, ``camera``, ``imu``, ...). Ties: the last frame of the
    model.
 
+A base frame (``load_robot(..., base_frame=...)``) changes none of this, except that the frames it leaves without a
+moving joint are out: the joints that move it count as they do without it (TIAGo's torso lift from
+``torso_lift_link``), so the fingers of a hand below it stay fingers.
+
 So example-robot-data's Panda gets ``panda_hand_tcp`` (7 joints, not the finger), a UR arm ``tool0``, a
 quadruped a foot, a humanoid the hand frame of one arm (torso and arm joints).
 """
@@ -47,8 +51,9 @@ def default_frame(
 
     Args:
         model: the robot's Pinocchio model.
-        movable: the frames the robot can move, by id: the number of moving joints above each (not empty).
-        moving: the joints the robot can move, by id.
+        movable: the frames the robot can move, by id: the number of moving joints above each, those that move a
+            base frame included (not empty).
+        moving: the joints the robot can move, those that move a base frame included, by id.
         linked: the mimic joints of the model and their leaders, by name.
     """
     chains = {f: list(model.supports[model.frames[f].parentJoint]) for f in movable}

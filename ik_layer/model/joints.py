@@ -77,24 +77,27 @@ def select_joints(
     free-flyer will carry ``model`` (frames fixed to the base are then end-effectors too). Raises FrameNotFound,
     JointNotFound, UnsupportedModelError (a moving joint of an unsupported type, no moving joint under a frame
     of a fixed base, or no moving joint at all) or IKLayerError (arguments). ``base_frame``: the frame the
-    chains start from; every joint that moves it stays locked (not in ``active_joints``).
+    chains start from; every joint that moves it stays locked (not in ``active_joints``); the default frame is the
+    one chosen without it, unless the base frame leaves that one still (then the next in the same ranking).
     """
     mimic = {n: m for n, m in (mimic or {}).items() if model.existJointName(n) and model.existJointName(m.leader)}
     reference = _reference(model, locked or {}, mimic)
     free = _free_joints(model, active_joints, locked or {}, mimic)
-    if base_frame is not None:  # the joints that move the base frame are locked
-        below = set(_chain(model, frame_id(model, base_frame)))
-        named = sorted(model.names[j] for j in below & free) if active_joints is not None else []
-        if named:
-            raise IKLayerError(f"active joints {named} move base_frame {base_frame!r}: they stay locked")
-        free -= below
-    blocked = {j for j in free if _unsupported(model, j) or model.names[j] in mimic}
-    frames = _movable_frames(model, free, blocked)
+    moves_base = set(_chain(model, frame_id(model, base_frame))) if base_frame is not None else set()
+    named = sorted(model.names[j] for j in moves_base & free) if active_joints is not None else []
+    if named:
+        raise IKLayerError(f"active joints {named} move base_frame {base_frame!r}: they stay locked")
+    blocked = {j for j in free - moves_base if _unsupported(model, j) or model.names[j] in mimic}
+    frames = _movable_frames(model, free - moves_base, blocked)
     if ee_frames is None:
         if not frames:
             raise UnsupportedModelError(f"no frame of {model.name!r} has a joint the robot can move above it")
         linked = set(mimic) | {m.leader for m in mimic.values()}
-        ee_frames = [model.frames[default_frame(model, frames, free - blocked, linked)].name]
+        # Ranked as without base_frame (the joints that move it count): it only leaves out the frames it leaves still.
+        ranked = _movable_frames(model, free, blocked)
+        chosen = default_frame(model, {f: ranked[f] for f in frames}, free - blocked, linked)
+        ee_frames = [model.frames[chosen].name]
+    free -= moves_base  # the joints that move the base frame are locked
     chains = {name: _chain(model, frame_id(model, name)) for name in ee_frames}
     on_chains = sorted(set().union(*chains.values()))
     leaders = {model.getJointId(mimic[model.names[j]].leader) for j in on_chains if model.names[j] in mimic}
