@@ -6,6 +6,7 @@ pairs, bad input refused."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 import subprocess
 import sys
@@ -348,17 +349,49 @@ def test_self_collision_pairs_leave_out_rigid_adjacent_and_srdf_pairs() -> None:
     assert bool((with_srdf.collision.self_distances(with_srdf, with_srdf.neutral_q()) >= 0).all())
 
 
-def test_too_many_self_pairs_are_refused() -> None:
+def test_too_many_self_pairs_leave_world_obstacles_only(caplog: pytest.LogCaptureFixture) -> None:
+    """A collision model over MAX_SELF_PAIRS sphere pairs still loads (one INFO line): a solve among obstacles runs,
+    one asking for self-collision is refused with the count."""
     robot = ik_layer.load_robot("panda", collision=None)
     count = math.isqrt(2 * MAX_SELF_PAIRS) + 2
     far = torch.tensor([[10.0 * k, 0, 0] for k in range(count)], dtype=F64)  # apart at every configuration
     links = ("panda_link1",) * (count // 2) + ("panda_link5",) * (count - count // 2)
-    spheres = LinkSpheres(links, far, torch.full((count,), 0.01, dtype=F64))
-    RobotSpheres(robot, spheres)  # (count / 2)^2 pairs: within the bound
-    links = ("panda_link1", "panda_link3", "panda_link5", "panda_link7") * (count // 4 * 2)
-    many = LinkSpheres(links, torch.zeros(len(links), 3, dtype=F64), torch.full((len(links),), 0.01, dtype=F64))
-    with pytest.raises(IKLayerError, match="self-collision, more than"):
-        RobotSpheres(robot, many)
+    within = RobotSpheres(robot, LinkSpheres(links, far, torch.full((count,), 0.01, dtype=F64)))
+    assert within.pair_count == within.pairs.shape[0] == (count // 2) * (count - count // 2) <= MAX_SELF_PAIRS
+    per_link = count // 4 * 2
+    ball = {"center": [0.0, 0.0, 0.0], "radius": 0.01}
+    with caplog.at_level(logging.INFO, logger="ik_layer"):
+        crowded = ik_layer.load_robot("panda", collision={f"panda_link{k}": [ball] * per_link for k in (1, 3, 5, 7)})
+    pairs = 6 * per_link**2  # the four links' six pairs, apart at rest
+    assert crowded.collision is not None and crowded.collision.pair_count == pairs > MAX_SELF_PAIRS
+    assert crowded.collision.pairs.shape == (0, 2)
+    assert [r.getMessage() for r in caplog.records if r.name == "ik_layer"] == [
+        f"panda: {pairs} sphere pairs to check for self-collision, more than {MAX_SELF_PAIRS}: use fewer spheres or "
+        "ignore link pairs (self_collision_ignore); its collision spheres check world obstacles only"
+    ]
+    target = crowded.fk(crowded.random_q(2, generator=gen(1)))
+    with pytest.raises(IKLayerError, match=rf"self_collision: {pairs} sphere pairs .* more than {MAX_SELF_PAIRS}"):
+        ik_layer.solve(crowded, target, self_collision=1)
+    far_ball = ik_layer.Sphere([2.0, 0.0, 0.0], 0.1)
+    for reference in (False, True):
+        result = ik_layer.solve(crowded, target, obstacles=[far_ball], generator=gen(2), reference=reference)
+        assert bool(result.success.all()) and result.min_distance is not None
+        centres = crowded.collision.centres(crowded, result.q, jacobian=False)[0]
+        least = (centres - torch.tensor([2.0, 0.0, 0.0], dtype=F64)).norm(dim=-1).amin(-1) - 0.11
+        torch.testing.assert_close(result.min_distance, least, atol=1e-9, rtol=0)
+
+
+@needs_pybullet
+def test_a_robot_over_the_self_pair_bound_loads_by_default() -> None:
+    """pybullet_data's minitaur (888 spheres on its URDF's primitives) loaded by default, as before collision models
+    existed; its spheres check obstacles, not self-collision."""
+    import pybullet_data
+
+    path = Path(pybullet_data.getDataPath()) / "quadruped" / "minitaur_rainbow_dash_v1.urdf"
+    robot = ik_layer.load_robot(path)
+    assert robot.collision is not None and len(robot.collision) == 888
+    assert robot.collision.pair_count > MAX_SELF_PAIRS and robot.collision.pairs.shape == (0, 2)
+    assert robot.dof == ik_layer.load_robot(path, collision=None).dof == 3
 
 
 def test_bad_collision_arguments_are_refused(tmp_path: Path) -> None:

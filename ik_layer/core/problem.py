@@ -147,13 +147,16 @@ def _check_terms(robot: Robot, options: SolveOptions) -> None:
 
 
 def check_collision(robot: Robot, options: SolveOptions, scenes: Scenes) -> None:
-    """Refuse obstacles or self-collision for a robot without collision spheres."""
+    """Refuse obstacles or self-collision for a robot without collision spheres, and self-collision for one with too
+    many sphere pairs."""
     if (any(scenes) or options.self_collision) and robot.collision is None:
         raise IKLayerError(
             f"robot {robot.name!r} has no collision spheres: load it with load_robot(..., collision=...) (a sphere "
             "file, or 'auto' for a built-in robot or a URDF with collision primitives) to solve with obstacles or "
             "self_collision"
         )
+    if options.self_collision and robot.collision is not None:
+        robot.collision.check_self_collision()
 
 
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
