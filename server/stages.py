@@ -62,7 +62,7 @@ class IKStages:
 
     def submit(self, engine: Engine, problem: Problem, rows: slice, deadline: float) -> Request:
         """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
-        return engine.submit_problem(problem.select(rows), next(self._seeds), deadline)
+        return engine.submit(problem.select(rows), next(self._seeds), deadline)
 
     def answers(self, parts: Sequence[Request]) -> IKResult:
         """The answers of a problem's finished parts, in row order."""

@@ -14,6 +14,7 @@ import ik_layer
 from ik_layer import Box, Capsule, IKLayerError, Sphere
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
 from ik_layer.testing import example_robot_data_dir
 
 coal = pytest.importorskip("coal", reason="coal ships with Pinocchio (pip install pin)")
@@ -225,7 +226,7 @@ def test_bad_collision_input_is_refused() -> None:
     with pytest.raises(IKLayerError, match="collision_activation must be a number in"):
         ik_layer.solve(robot, target, obstacles=[TABLE], collision_activation=0.0)
     with pytest.raises(IKLayerError, match="has no collision spheres"):
-        ik_layer.Engine(bare).submit(bare.fk(bare.random_q(1, generator=gen(14))), None, SolveOptions(self_collision=1))
+        Problem.prepare(bare, bare.fk(bare.random_q(1, generator=gen(14))), SolveOptions(self_collision=1))
     with pytest.raises(ik_layer.ShapeError, match="do not broadcast"):
         Sphere(torch.zeros(3, 3), torch.ones(2))
     with pytest.raises(IKLayerError, match="radius must be positive"):

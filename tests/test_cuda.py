@@ -23,6 +23,7 @@ import torch
 
 import ik_layer
 from ik_layer import SolveOptions
+from ik_layer.core.problem import Problem
 from ik_layer.engine import CANCELLED, DEADLINE, RUNNING, SOLVED, BlockLauncher, Engine, TensorStore, open_store
 from ik_layer.model.lie import matrix_to_pose, pose_error
 from ik_layer.reference import _LMState, _Problem
@@ -157,7 +158,7 @@ def test_answers_do_not_depend_on_admission_order_or_pool_size() -> None:
     answers = []
     for capacity, block in ((16, 4), (200, 8)):
         engine = Engine(robot, capacity=capacity, block=block)
-        request = engine.submit(target, None, options, seed=5)
+        request = engine.submit(Problem.prepare(robot, target, options), seed=5)
         engine.run(request)
         answers.append(request.result())
     for field in ("q", "success", "iterations"):
@@ -184,8 +185,8 @@ def test_deadline_and_cancel() -> None:
     hopeless[:, :3, 3] *= 1.3  # mostly unsolvable: in 8 slots, their whole budgets take seconds, not 0.3 s
     engine = Engine(robot, capacity=8, block=2)
     options = SolveOptions(max_iterations=10_000, num_seeds=1)
-    late = engine.submit(hopeless, None, options, deadline=time.monotonic() + 0.3, give_up=False)
-    cancelled = engine.submit(hopeless, None, options, give_up=False)
+    late = engine.submit(Problem.prepare(robot, hopeless, options), deadline=time.monotonic() + 0.3, give_up=False)
+    cancelled = engine.submit(Problem.prepare(robot, hopeless, options), give_up=False)
     for _ in range(3):
         engine.step()
     engine.cancel(cancelled)

@@ -189,9 +189,7 @@ def test_a_request_waits_for_room_in_the_obstacle_table() -> None:
     target = robot.fk(robot.random_q(5, generator=gen(4)))
     engine = Engine(robot, capacity=8, block=8)
     engine.slots.obstacles.limit = TABLE_ROWS  # the table may not grow
-    requests = [
-        engine.submit_problem(Problem.prepare(robot, target[k : k + 1], obstacles=far), seed=k) for k in range(5)
-    ]
+    requests = [engine.submit(Problem.prepare(robot, target[k : k + 1], obstacles=far), seed=k) for k in range(5)]
     engine.step()
     assert [r.scene.tolist() for r in requests[:4] if r.scene is not None] == [
         [[k * TABLE_ROWS // 4, TABLE_ROWS // 4]] for k in range(4)
@@ -210,11 +208,11 @@ def test_an_answer_does_not_depend_on_the_neighbours_scenes() -> None:
     target = robot.fk(robot.random_q(6, generator=gen(5)))
     options = SolveOptions(self_collision=1)
     alone = Engine(robot, capacity=32, block=8)
-    mine = alone.submit_problem(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
+    mine = alone.submit(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
     alone.run()
     shared = Engine(robot, capacity=32, block=8)
-    other = shared.submit_problem(Problem.prepare(robot, target.flip(0), obstacles=[SCENE[2]]), seed=7)
-    again = shared.submit_problem(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
+    other = shared.submit(Problem.prepare(robot, target.flip(0), obstacles=[SCENE[2]]), seed=7)
+    again = shared.submit(Problem.prepare(robot, target, options, obstacles=SCENE), seed=6)
     shared.run()
     assert other.scene is not None and again.scene is not None and other.scene.tolist() != again.scene.tolist()
     assert torch.equal(mine.result().q, again.result().q)
@@ -314,7 +312,7 @@ def test_seeds_stuck_in_collision_restart_from_the_start_pool_on_both_stores() -
     answers = {}
     for store in ("host", "tensor"):
         engine = Engine(robot, capacity=64, block=8, store=store)
-        request = engine.submit_problem(Problem.prepare(robot, robot.fk(q), options, obstacles=scene), seed=31)
+        request = engine.submit(Problem.prepare(robot, robot.fk(q), options, obstacles=scene), seed=31)
         engine.run()
         assert request.pool == 0 and request.pooled == int(request.result().success.sum())
         assert engine._pools == list(range(len(engine._pools)))[::-1]  # given back
@@ -331,7 +329,7 @@ def test_requests_beyond_the_start_pools_solve_without_one() -> None:
     target = robot.fk(robot.random_q(4, generator=gen(32)))
     engine = Engine(robot, capacity=16, block=8)
     engine._pools = [5]  # one pool left
-    first, second = (engine.submit_problem(Problem.prepare(robot, target, obstacles=SCENE), seed=k) for k in range(2))
+    first, second = (engine.submit(Problem.prepare(robot, target, obstacles=SCENE), seed=k) for k in range(2))
     engine.step()
     assert (first.pool, second.pool) == (5, -1)
     engine.run()
@@ -354,7 +352,7 @@ def test_a_pooled_request_admits_a_probe_first_then_the_rest_on_both_stores(monk
     for store in ("host", "tensor"):
         engine = Engine(robot, capacity=64, block=16, store=store)
         problem = Problem.prepare(robot, robot.fk(q), SolveOptions(self_collision=1), obstacles=SCENE)
-        request = engine.submit_problem(problem, seed=34)
+        request = engine.submit(problem, seed=34)
         engine.step()
         assert request.admitted == 8 and request.pool >= 0
         engine.step()

@@ -16,6 +16,7 @@ import torch
 import ik_layer
 from ik_layer import SolveOptions
 from ik_layer.core.lm import LM
+from ik_layer.core.problem import Problem
 from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, open_store
 from ik_layer.engine.reach import reach
 from ik_layer.model.chain import Layout
@@ -178,7 +179,7 @@ def test_a_frame_out_of_reach_gives_the_target_up_early():
     target[:2, 1, :3, 3] = far[:2]
     options = SolveOptions(num_seeds=4)
     engine = Engine(robot, capacity=16, block=8)
-    request = engine.submit(target, None, options, seed=3)
+    request = engine.submit(Problem.prepare(robot, target, options), seed=3)
     engine.run(request)
     assert request.unreachable.tolist() == [True, True, False, False]
     assert request.status.tolist()[:2] == [EXHAUSTED] * 2 and request.result().success.tolist()[2:] == [True] * 2

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, SOLVED, Engine
+from ik_layer.core.problem import Problem
+from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, LONE_WORK, SOLVED, Engine
 from ik_layer.engine.reach import reach
 from ik_layer.model.lie import pose_error
 from ik_layer.testing import solve_on_engine
@@ -54,7 +55,7 @@ def assert_verified(robot: ik_layer.Robot, result: ik_layer.IKResult, target: to
 def test_one_request_solves_and_frees_every_slot(robot):
     _, target = reachable(robot, 40, seed=1)
     engine = Engine(robot, capacity=16, block=8)  # fewer slots than rows: rows wait, then join
-    request = engine.submit(target, starts(robot, 40, seed=2), OPTIONS, seed=3)
+    request = engine.submit(Problem.prepare(robot, target, OPTIONS, warm_start=starts(robot, 40, seed=2)), seed=3)
     engine.run(request)
     result = request.result()
     assert request.done.is_set() and not engine.busy
@@ -73,7 +74,9 @@ def test_results_do_not_depend_on_admission_order_or_neighbours(robot):
         requests = {}
         for name in order:
             target, start = (a_target, a_start) if name == "a" else (b_target, b_start)
-            requests[name] = engine.submit(target, start, OPTIONS, seed=11 if name == "a" else 12)
+            requests[name] = engine.submit(
+                Problem.prepare(robot, target, OPTIONS, warm_start=start), seed=11 if name == "a" else 12
+            )
         engine.run()
         return {name: request.result() for name, request in requests.items()}
 
@@ -86,17 +89,20 @@ def test_results_do_not_depend_on_admission_order_or_neighbours(robot):
 
 def test_a_request_answers_while_another_still_runs(robot):
     engine = Engine(robot, capacity=32, block=4)
+    hard = OPTIONS.replace(max_iterations=2000)  # with a deadline: its first launch takes part of its budget
     slow = engine.submit(
-        unreachable(robot, 4), starts(robot, 4, seed=8), OPTIONS.replace(max_iterations=400), give_up=False
+        Problem.prepare(robot, unreachable(robot, 4), hard, warm_start=starts(robot, 4, seed=8)),
+        deadline=time.monotonic() + 60,
+        give_up=False,
     )
     engine.step()
     q, target = reachable(robot, 3, seed=9)
-    quick = engine.submit(target, q, OPTIONS)  # warm start at the answer: solved before any iteration
+    quick = engine.submit(Problem.prepare(robot, target, OPTIONS, warm_start=q))  # solved before any iteration
     engine.run(quick)
     assert quick.done.is_set() and not slow.done.is_set()
     assert quick.status.tolist() == [SOLVED] * 3 and quick.iterations.tolist() == [0, 0, 0]
     engine.run(slow)
-    assert slow.status.tolist() == [EXHAUSTED] * 4 and slow.iterations.tolist() == [400] * 4
+    assert slow.status.tolist() == [EXHAUSTED] * 4 and slow.iterations.tolist() == [2000] * 4
 
 
 def test_rows_with_different_options_share_blocks(robot):
@@ -104,8 +110,8 @@ def test_rows_with_different_options_share_blocks(robot):
     loose = OPTIONS.replace(position_tolerance=1e-2, orientation_tolerance=1e-1)
     tight = OPTIONS.replace(position_tolerance=1e-8, orientation_tolerance=1e-7, max_iterations=300)
     engine = Engine(robot, capacity=40, block=8)
-    a = engine.submit(target, starts(robot, 20, seed=11), loose, seed=1)
-    b = engine.submit(target, starts(robot, 20, seed=11), tight, seed=1)
+    a = engine.submit(Problem.prepare(robot, target, loose, warm_start=starts(robot, 20, seed=11)), seed=1)
+    b = engine.submit(Problem.prepare(robot, target, tight, warm_start=starts(robot, 20, seed=11)), seed=1)
     engine.run()
     assert_verified(robot, a.result(), target, loose)
     assert_verified(robot, b.result(), target, tight)
@@ -116,24 +122,31 @@ def test_rows_with_different_options_share_blocks(robot):
 def test_deadline_retires_unfinished_rows_with_their_best_configuration(robot):
     engine = Engine(robot, capacity=8, block=2)
     target = unreachable(robot, 3)
-    request = engine.submit(target, starts(robot, 3, seed=12), OPTIONS.replace(max_iterations=10_000),
-                            deadline=time.monotonic() + 0.05)  # fmt: skip
-    engine.step()  # admitted and one block run; the deadline passes before the next step
+    long = OPTIONS.replace(max_iterations=10_000)
+    problem = Problem.prepare(robot, target, long, warm_start=starts(robot, 3, seed=12))
+    request = engine.submit(problem, deadline=time.monotonic() + 0.05, give_up=False)
+    engine.step()  # admitted, one launch run (alone: LONE_WORK row-iterations); the deadline passes before the next
     time.sleep(0.06)
     engine.run(request)
     assert request.status.tolist() == [DEADLINE] * 3
     result = request.result()
     assert not result.success.any() and bool(torch.isfinite(result.q).all())
-    assert result.iterations.tolist() == [2, 2, 2]
+    assert result.iterations.tolist() == [LONE_WORK // 3 // 2 * 2] * 3  # whole blocks of 2
     assert_verified(robot, result, target, OPTIONS)
     assert not engine.busy
 
 
 def test_rows_still_waiting_at_their_deadline_never_run(robot):
     engine = Engine(robot, capacity=2, block=2)
-    busy = engine.submit(unreachable(robot, 2), starts(robot, 2, seed=15), OPTIONS.replace(max_iterations=10_000))
+    busy = engine.submit(
+        Problem.prepare(
+            robot, unreachable(robot, 2), OPTIONS.replace(max_iterations=10_000), warm_start=starts(robot, 2, seed=15)
+        )
+    )
     start = starts(robot, 3, seed=16)
-    late = engine.submit(unreachable(robot, 3), start, OPTIONS, deadline=time.monotonic() - 1)
+    late = engine.submit(
+        Problem.prepare(robot, unreachable(robot, 3), OPTIONS, warm_start=start), deadline=time.monotonic() - 1
+    )
     engine.step()  # `busy` fills both slots; `late` has expired in the queue
     assert late.done.is_set() and late.status.tolist() == [DEADLINE] * 3
     assert late.iterations.tolist() == [0, 0, 0]
@@ -146,8 +159,14 @@ def test_rows_still_waiting_at_their_deadline_never_run(robot):
 
 def test_cancel_retires_running_and_waiting_rows(robot):
     engine = Engine(robot, capacity=2, block=2)
-    running = engine.submit(unreachable(robot, 3), starts(robot, 3, seed=13), OPTIONS.replace(max_iterations=10_000))
-    waiting = engine.submit(unreachable(robot, 2), starts(robot, 2, seed=14), OPTIONS)
+    running = engine.submit(
+        Problem.prepare(
+            robot, unreachable(robot, 3), OPTIONS.replace(max_iterations=10_000), warm_start=starts(robot, 3, seed=13)
+        )
+    )
+    waiting = engine.submit(
+        Problem.prepare(robot, unreachable(robot, 2), OPTIONS, warm_start=starts(robot, 2, seed=14))
+    )
     engine.step()  # two rows of `running` in slots, one waits; `waiting` has not started
     engine.cancel(waiting)
     engine.cancel(running)
@@ -162,8 +181,9 @@ def test_a_target_cancelled_while_polishing_stands_solved(robot):
     answers with its best success so far, solved."""
     q, target = reachable(robot, 4, seed=15)
     engine = Engine(robot, capacity=8, block=1)
-    request = engine.submit(target, q, OPTIONS.replace(manipulability=0.5))  # each starts at an answer
-    engine.step()  # the starts succeed and take a first polish step
+    request = engine.submit(Problem.prepare(robot, target, OPTIONS.replace(manipulability=0.5), warm_start=q))
+    engine.submit(Problem.prepare(robot, unreachable(robot, 1), OPTIONS))  # another request: blocks of one iteration
+    engine.step()  # the starts (at answers) succeed and take a first polish step
     assert (engine.slots.polish_from[:4] == 0).all() and (engine.slots.status[:4] == 0).all()  # RUNNING
     engine.cancel(request)
     engine.run()
@@ -188,7 +208,14 @@ def test_submit_from_other_threads_while_a_worker_steps(robot):
         requests = []
         for k in range(6):
             _, target = reachable(robot, 5, seed=20 + k)
-            requests.append((engine.submit(target, starts(robot, 5, seed=30 + k), OPTIONS, seed=k), target))
+            requests.append(
+                (
+                    engine.submit(
+                        Problem.prepare(robot, target, OPTIONS, warm_start=starts(robot, 5, seed=30 + k)), seed=k
+                    ),
+                    target,
+                )
+            )
         for request, _ in requests:
             assert request.done.wait(timeout=60)
     finally:
@@ -202,7 +229,7 @@ def test_solving_a_problem_matches_a_direct_engine_run(robot):
     _, target = reachable(robot, 10, seed=40)
     start = starts(robot, 10, seed=41)
     direct = Engine(robot, capacity=10, block=16)
-    request = direct.submit(target, start, OPTIONS, seed=5)
+    request = direct.submit(Problem.prepare(robot, target, OPTIONS, warm_start=start), seed=5)
     direct.run(request)
     via = solve_on_engine(robot, target, OPTIONS, warm_start=start, seed=5)
     torch.testing.assert_close(via.q, request.result().q, rtol=0, atol=0)
@@ -216,7 +243,8 @@ def test_engine_arguments_are_checked(robot):
             Engine(robot, block=bad)
     with pytest.raises(ik_layer.IKLayerError, match="robot"):
         Engine(None)  # type: ignore[arg-type]
-    request = Engine(robot).submit(*reachable(robot, 1, seed=1)[::-1], OPTIONS)
+    q, target = reachable(robot, 1, seed=1)
+    request = Engine(robot).submit(Problem.prepare(robot, target, OPTIONS, warm_start=q))
     with pytest.raises(ik_layer.IKLayerError, match="not finished"):
         request.result()
 
@@ -225,8 +253,12 @@ def test_more_seeds_only_for_targets_that_stall(robot):
     options = OPTIONS.replace(num_seeds=3, max_iterations=120)
     engine = Engine(robot, capacity=64, block=4)
     q, easy = reachable(robot, 4, seed=50)
-    at_answer = engine.submit(easy, q, options, seed=1)
-    hard = engine.submit(unreachable(robot, 4), starts(robot, 4, seed=51), options, seed=2, give_up=False)
+    at_answer = engine.submit(Problem.prepare(robot, easy, options, warm_start=q), seed=1)
+    hard = engine.submit(
+        Problem.prepare(robot, unreachable(robot, 4), options, warm_start=starts(robot, 4, seed=51)),
+        seed=2,
+        give_up=False,
+    )
     engine.run()
     assert at_answer.seeds_used.tolist() == [1] * 4 and at_answer.iterations.tolist() == [0] * 4
     assert hard.seeds_used.tolist() == [3] * 4  # each stalled twice, and no more than num_seeds
@@ -241,7 +273,9 @@ def test_no_more_seeds_before_restart_after_iterations(robot):
     engine = Engine(robot, capacity=64, block=4)
     for restart_after, budget, seeds in ((60, 56, 1), (20, 56, 3)):
         options = OPTIONS.replace(num_seeds=3, max_iterations=budget, restart_after=restart_after, check_every=4)
-        request = engine.submit(hard_targets, hard_starts, options, seed=3, give_up=False)
+        request = engine.submit(
+            Problem.prepare(robot, hard_targets, options, warm_start=hard_starts), seed=3, give_up=False
+        )
         engine.run(request)
         assert request.seeds_used.tolist() == [seeds] * 4
         assert request.status.tolist() == [EXHAUSTED] * 4
@@ -290,7 +324,7 @@ def test_targets_beyond_reach_give_up_early(robot):
     radius = float(reach(robot.chains).radius[0])
     target = beyond_reach(robot, 6, radius + 0.3)
     engine = Engine(robot, capacity=24, block=8)
-    request = engine.submit(target, starts(robot, 6, seed=73), options, seed=4)
+    request = engine.submit(Problem.prepare(robot, target, options, warm_start=starts(robot, 6, seed=73)), seed=4)
     engine.run(request)
     result = request.result()
     assert request.unreachable.all() and request.status.tolist() == [EXHAUSTED] * 6
@@ -305,7 +339,9 @@ def test_targets_just_inside_reach_are_unaffected(robot):
     answers = []
     for give_up in (True, False):
         engine = Engine(robot, capacity=8, block=8)
-        request = engine.submit(target, starts(robot, 4, seed=74), options, seed=5, give_up=give_up)
+        request = engine.submit(
+            Problem.prepare(robot, target, options, warm_start=starts(robot, 4, seed=74)), seed=5, give_up=give_up
+        )
         engine.run(request)
         answers.append(request)
     assert not answers[0].unreachable.any()
@@ -317,7 +353,9 @@ def test_targets_just_inside_reach_are_unaffected(robot):
 def test_give_up_reads_only_the_weighted_position_axes(robot):
     target = beyond_reach(robot, 2, float(reach(robot.chains).radius[0]) + 0.5)
     weights = torch.tensor([[1.0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]], dtype=robot.dtype)  # row 1: orientation only
-    request = Engine(robot, capacity=8).submit(target, starts(robot, 2, seed=75), OPTIONS, weights=weights)
+    request = Engine(robot, capacity=8).submit(
+        Problem.prepare(robot, target, OPTIONS, warm_start=starts(robot, 2, seed=75), weights=weights)
+    )
     assert request.unreachable.tolist() == [True, False]
 
 
@@ -328,8 +366,8 @@ def test_starts_drawn_by_the_kernel_do_not_depend_on_admission(robot):
     def run(capacity: int, block: int, before: int) -> ik_layer.IKResult:
         engine = Engine(robot, capacity=capacity, block=block)
         if before:  # another request first: this one's rows take other slots
-            engine.submit(reachable(robot, before, seed=71)[1], None, options, seed=9)
-        request = engine.submit(target, None, options, seed=4)
+            engine.submit(Problem.prepare(robot, reachable(robot, before, seed=71)[1], options), seed=9)
+        request = engine.submit(Problem.prepare(robot, target, options), seed=4)
         engine.run()
         assert bool(((request.q >= robot.lower) & (request.q <= robot.upper)).all())
         return request.result()
@@ -341,7 +379,7 @@ def test_starts_drawn_by_the_kernel_do_not_depend_on_admission(robot):
     assert first.success.float().mean() >= 0.9
     assert_verified(robot, first, target, options)
     engine = Engine(robot, capacity=12, block=8)
-    reseeded = engine.submit(target, None, options, seed=5)
+    reseeded = engine.submit(Problem.prepare(robot, target, options), seed=5)
     engine.run(reseeded)
     assert not torch.equal(first.q, reseeded.result().q)  # another seed, other starts
 
@@ -349,8 +387,39 @@ def test_starts_drawn_by_the_kernel_do_not_depend_on_admission(robot):
 def test_a_request_cancelled_before_it_starts_answers_without_a_start(robot):
     engine = Engine(robot, capacity=4, block=4)
     _, target = reachable(robot, 3, seed=72)
-    request = engine.submit(target, None, OPTIONS)
+    request = engine.submit(Problem.prepare(robot, target, OPTIONS))
     engine.cancel(request)
     engine.run(request)
     assert request.status.tolist() == [CANCELLED] * 3 and not request.result().success.any()
     assert torch.equal(request.q, robot.wrap(torch.zeros(3, robot.dof, dtype=robot.dtype)))
+
+
+@pytest.mark.parametrize("options", [OPTIONS, OPTIONS.replace(num_seeds=3, restart_after=12)], ids=["one", "seeds"])
+def test_a_lone_request_runs_in_one_launch_with_the_answers_of_blocks(robot, options):
+    """Alone in an idle engine a request runs until the scheduler could first act on it (its whole budget with one
+    seed; else the first block boundary at or after restart_after) in one launch; beside another request the same
+    problem runs in blocks of 4 iterations: the same answers, bit for bit."""
+    _, target = reachable(robot, 12, seed=40)
+    target = torch.cat((target, unreachable(robot, 2)))  # (given up early, as the reach test finds)
+    posture = starts(robot, 1, seed=41)[0]
+    problem = Problem.prepare(robot, target, options.replace(centring=0.1), posture=posture)  # terms: polishing
+
+    def solved(companion: bool) -> tuple[ik_layer.IKResult, list[int]]:
+        engine = Engine(robot, capacity=64, block=4)
+        blocks: list[int] = []
+        launch = engine._launch
+        engine._launch = lambda block, rows: (blocks.append(block), launch(block, rows))[1]  # type: ignore[method-assign]
+        request = engine.submit(problem, seed=3)
+        if companion:
+            engine.submit(Problem.prepare(robot, unreachable(robot, 1), OPTIONS.replace(max_iterations=400)), seed=4)
+        engine.run(request)
+        return request.result(), blocks
+
+    alone, alone_blocks = solved(companion=False)
+    shared, shared_blocks = solved(companion=True)
+    first = options.max_iterations if options.num_seeds == 1 else 12
+    assert alone_blocks[0] == first and set(shared_blocks) == {4}
+    assert len(alone_blocks) < len(shared_blocks)
+    for name in ("q", "success", "iterations", "status", "position_error", "orientation_error"):
+        assert torch.equal(getattr(alone, name), getattr(shared, name)), name
+    assert alone.success[:12].float().mean() >= 0.9 and not alone.success[12:].any()

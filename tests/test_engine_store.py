@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import ik_layer
+from ik_layer.core.problem import Problem
 from ik_layer.engine import STORES, Engine, HostStore, TensorStore, open_store
 from ik_layer.engine.launch import BlockLauncher
 
@@ -86,7 +87,9 @@ def test_a_tensor_store_step_waits_once_and_stages_per_group_not_per_row() -> No
             return _method(*args)
 
         setattr(store, name, counted)
-    requests = [engine.submit(hard_targets(robot, 100, seed=s), None, OPTIONS, seed=s) for s in (7, 8)]
+    requests = [
+        engine.submit(Problem.prepare(robot, hard_targets(robot, 100, seed=s), OPTIONS), seed=s) for s in (7, 8)
+    ]
     per_step = []
     while engine.busy:
         before = dict(counts)

@@ -36,7 +36,7 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
     (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
     parts = [
-        engine.submit_problem(problem.select(slice(a, b)), seed, deadline)
+        engine.submit(problem.select(slice(a, b)), seed, deadline)
         for seed, (a, b) in enumerate(zip(edges, cuts, strict=False))
     ]
     engine.run()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
 from ik_layer.engine.launch import BlockLauncher
-from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
+from ik_layer.engine.scheduler import CANCELLED, DEADLINE, LONE_WORK, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import STORES, HostStore, TensorStore, open_store
 
@@ -25,6 +25,7 @@ __all__ = [
     "DEADLINE",
     "EMPTY",
     "EXHAUSTED",
+    "LONE_WORK",
     "ROW_STATUS",
     "RUNNING",
     "SOLVED",

@@ -31,9 +31,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.collision.cost import CollisionCost
-from ik_layer.collision.shapes import Obstacle, Scenes, as_scenes
-from ik_layer.core.options import SolveOptions
-from ik_layer.core.problem import Problem, check_collision
+from ik_layer.core.problem import Problem
 from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
 from ik_layer.engine.kernel import RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
@@ -44,10 +42,14 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
-__all__ = ["CANCELLED", "DEADLINE", "PROBE_ROWS", "ROW_STATUS", "Engine", "Request"]
+__all__ = ["CANCELLED", "DEADLINE", "LONE_WORK", "PROBE_ROWS", "ROW_STATUS", "Engine", "Request"]
 
 PROBE_ROWS = 256
 """The targets of a request with a start pool (a collision term) admitted one block ahead of the others."""
+
+LONE_WORK = 4096
+"""The most row-iterations (targets x iterations) of the one launch of a lone request with a deadline (see
+:meth:`Engine._horizon`): the deadline is checked between launches."""
 
 
 _ids = itertools.count()
@@ -55,17 +57,16 @@ _ids = itertools.count()
 
 @dataclass(eq=False)
 class Request:
-    """One submitted batch of targets; its fields fill in as its targets retire.
+    """One submitted problem; its fields fill in as its targets retire.
 
     Attributes:
-        target: (n, [F,] 4, 4) ``T_base_ee`` targets (F end-effector frames); weights: (n, [F,] 6).
-        start: (n, k, nq) first configurations of the targets' first k seeds (the kernel brings them inside the
-            limits as :meth:`Robot.wrap`), or None (k = 0); seeds beyond k start uniform in the limits, drawn by
-            the kernel from their restart streams.
-        posture: (n, nq) preferred configurations, or None.
-        options: the solver options of every target; seed: the seed of the random starts and restarts.
+        problem: the checked problem (targets, weights, starts, posture, obstacles, options), taken as it is.
+        seed: the seed of the random starts and restarts.
         deadline: ``time.monotonic()`` after which unfinished targets retire with status DEADLINE (None: never).
         collision: the collision term of every target (its obstacles, self-collision), or None.
+        start: (n, k, nq) first configurations of the targets' first k seeds (its warm start, then its posture
+            where that seeds; the kernel brings them inside the limits as :meth:`Robot.wrap`), or None (k = 0);
+            seeds beyond k start uniform in the limits, drawn by the kernel from their restart streams.
         scene: int32 (1, 2) or (n, 2): the rows (first, count) of the targets' scene (one shared, or one per
             target) in the engine's obstacle table once placed, else None.
         q: (n, nq) best configurations (the answer once :attr:`done` is set).
@@ -74,14 +75,10 @@ class Request:
             :meth:`Engine.submit`); all False unless set before the request is queued.
     """
 
-    target: Tensor
-    start: Tensor | None
-    weights: Tensor
-    posture: Tensor | None
-    options: SolveOptions
+    problem: Problem
     seed: int
     deadline: float | None
-    initial: Tensor | None = field(default=None, repr=False)  # (nq,) q before any answer, given no start
+    initial: Tensor = field(repr=False)  # (nq,) q before any answer, given no start
     collision: CollisionCost | None = field(default=None, repr=False)
     scene: np.ndarray | None = None
     pool: int = -1  # the engine's start pool of the request's free answers (-1: none), and how many it took
@@ -93,20 +90,20 @@ class Request:
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
-        n = self.target.shape[0]
-        self.given = 0 if self.start is None else self.start.shape[1]  # seeds with a given start
-        initial, self.initial = self.initial, None
+        problem = self.problem
+        n = problem.rows
+        self.options = problem.options
+        seeding = problem.posture if problem.posture_seeds else None
+        given = [x for x in (problem.warm_start, seeding) if x is not None]  # the kernel wraps them
+        self.start = None if not given else given[0][:, None] if len(given) == 1 else torch.stack(given, dim=1)
+        self.given = len(given)  # seeds with a given start
         # The scheduler's bookkeeping, in numpy (status, iterations and seeds_used are torch views of them).
         self.codes = np.full(n, RUNNING, dtype=np.int32)
         self.used, self.seeds, self.pending = np.zeros((3, n), dtype=np.int64)  # iterations; seeds started, queued
         self.unreachable = np.zeros(n, dtype=bool)
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
-        if self.start is not None:
-            first = self.start[:, 0]
-        else:
-            assert initial is not None, "a request without a start is given its initial q (Engine.submit)"
-            first = initial.expand(n, -1)
+        first = self.initial.expand(n, -1) if self.start is None else self.start[:, 0]
         self.q = first.detach().clone()
         self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
         self.least = None  # with a collision term: the least distance at q [m] (NaN until measured) and its pair
@@ -119,7 +116,7 @@ class Request:
     @property
     def rows(self) -> int:
         """Number of targets."""
-        return self.target.shape[0]
+        return self.problem.rows
 
     @property
     def status(self) -> Tensor:
@@ -168,8 +165,9 @@ class Request:
             rows = torch.from_numpy(np.flatnonzero(~measured)).to(self.q.device)
             self.q[rows] = robot.wrap(self.q[rows])  # a start as given
             pose = robot.kinematics(self.q[rows], jacobian=False)[0]
-            error = pose_error(self.target[rows], pose).reshape(len(rows), -1)
-            self.error[rows] = torch.stack(frame_errors(error, self.weights[rows].reshape(len(rows), -1)), dim=-1)
+            error = pose_error(self.problem.target[rows], pose).reshape(len(rows), -1)
+            weights = self.problem.weights[rows].reshape(len(rows), -1)
+            self.error[rows] = torch.stack(frame_errors(error, weights), dim=-1)
         if self.collision is not None and self.least is not None and self.pair is not None:
             seen = ~torch.isnan(self.least)  # measured by the kernel: its pairs in the model's sphere indices
             self.pair[seen] = _model_pairs(self.pair[seen].long().cpu(), sphere_order).to(self.pair)
@@ -251,59 +249,38 @@ class Engine:
         self._lock = threading.Lock()
 
     def submit(
-        self,
-        target: Tensor,
-        start: Tensor | None,
-        options: SolveOptions,
-        *,
-        weights: Tensor | None = None,
-        posture: Tensor | None = None,
-        seed: int = 0,
-        deadline: float | None = None,
-        give_up: bool = True,
-        obstacles: Sequence[Obstacle] | Scenes = (),
+        self, problem: Problem, seed: int = 0, deadline: float | None = None, *, give_up: bool = True
     ) -> Request:
-        """Queue a request (thread-safe) and return it; :meth:`step` does the work.
+        """Queue a checked :class:`~ik_layer.core.problem.Problem` (thread-safe) and return its request;
+        :meth:`step` does the work.
+
+        A target's first seeds start at its warm start, then its posture (where it seeds), else uniform in the
+        limits, drawn on the device by the kernel; another seed starts (up to ``options.num_seeds``) when a
+        target's newest one stalls. The problem is taken as it is (:meth:`Problem.prepare` checked it); with
+        obstacles or ``self_collision`` the request waits in the queue until the engine's obstacle table has room
+        for them.
 
         Args:
-            target: (n, [F,] 4, 4) checked targets on the robot's device and dtype (see :meth:`Robot.check_target`).
-            start: (n, nq) or (n, k, nq) finite starts of the first seeds (the kernel wraps them as
-                :meth:`Robot.wrap`); or None: every seed
-                starts uniform in the limits, drawn on the device by the kernel from the seed's restart stream
-                (no host work; the targets' answers start at :meth:`Robot.wrap` of zeros until they retire).
-            options: budget, tolerances, restart policy and ``num_seeds`` (the most seeds per target).
-            weights: (n, [F,] 6) non-negative error weights (default ones).
-            posture: (n, nq) preferred configurations (pulled towards in the null space), or None.
+            problem: the targets, weights, starts, posture, obstacles and options.
             seed: seed of the random starts and of the restart streams.
             deadline: ``time.monotonic()`` deadline of the whole request, or None.
             give_up: give the targets that lie out of the robot's reach (over their weighted position axes,
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
-            obstacles: checked obstacles the targets' answers keep clear of: one scene for every target, or
-                :data:`~ik_layer.collision.shapes.Scenes` of one per target (see :func:`ik_layer.solve`); with
-                them or ``options.self_collision`` the robot needs collision spheres. The request waits in the
-                queue until the engine's obstacle table has room for them.
         """
-        scenes = as_scenes(obstacles)
-        check_collision(self.robot, options, scenes)
-        collision = CollisionCost.of(self.robot, scenes, options)
-        n = target.shape[0]
-        if weights is None:
-            weights = torch.ones(n, *self.robot.target_shape[:-2], 6, dtype=self._home.dtype, device=self._device)
-        initial = None
-        if start is None:
-            initial = self._home
-        elif start.dim() == 2:
-            start = start[:, None]
-        request = Request(target, start, weights, posture, options, seed, deadline, initial, collision)
-        store = self.slots
-        for name in ("target", "start", "weights", "posture", "q", "error", "least", "pair"):
-            tensor = getattr(request, name)
-            setattr(request.arrays, name, None if tensor is None else store.array(tensor))
-        request.arrays.tensor = store.tensor
+        collision = CollisionCost.of(self.robot, problem.obstacles, problem.options)
+        request = Request(problem, seed, deadline, self._home, collision)
+        store, arrays = self.slots, request.arrays
+        arrays.target, arrays.weights = store.array(problem.target), store.array(problem.weights)
+        arrays.posture = None if problem.posture is None else store.array(problem.posture)
+        arrays.start = None if request.start is None else store.array(request.start)
+        arrays.q, arrays.error = store.array(request.q), store.array(request.error)
+        arrays.least = None if request.least is None else store.array(request.least)
+        arrays.pair = None if request.pair is None else store.array(request.pair)
+        arrays.tensor = store.tensor
+        n = problem.rows
         if give_up and n:
-            arrays = request.arrays
-            request.unreachable = self._reach.beyond(arrays.target, arrays.weights, options.position_tolerance)
+            request.unreachable = self._reach.beyond(arrays.target, arrays.weights, problem.options.position_tolerance)
         if n == 0:
             request.finish(self.robot, self.slots.sphere_order)
             return request
@@ -311,31 +288,10 @@ class Engine:
             self._waiting.append(request)
         return request
 
-    def submit_problem(self, problem: Problem, seed: int, deadline: float | None = None) -> Request:
-        """Queue the targets of a checked :class:`~ik_layer.core.problem.Problem` (thread-safe), as :meth:`submit`.
-
-        A target's first seeds start at its warm start, then its posture (when given), else uniform in the
-        limits, drawn on the device by the kernel; every random start and restart comes from ``seed``. Another
-        seed starts (up to ``options.num_seeds``) when a target's newest one stalls.
-        """
-        seeding_posture = problem.posture if problem.posture_seeds else None
-        given = [x for x in (problem.warm_start, seeding_posture) if x is not None]  # the kernel wraps them
-        return self.submit(
-            problem.target,
-            torch.stack(given, dim=1) if given else None,  # None: random starts drawn by the kernel
-            problem.options,
-            weights=problem.weights,
-            posture=problem.posture,
-            seed=seed,
-            deadline=deadline,
-            obstacles=problem.obstacles,
-        )
-
     def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
-        """Solve a checked problem here and now (as :meth:`submit_problem`, then :meth:`run` until it is done),
-        by ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a
-        time)."""
-        request = self.submit_problem(problem, seed, deadline)
+        """Solve a checked problem here and now (as :meth:`submit`, then :meth:`run` until it is done), by
+        ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a time)."""
+        request = self.submit(problem, seed, deadline)
         self.run(request)
         return request.result(problem.batch)
 
@@ -360,11 +316,40 @@ class Engine:
         Call from one worker thread only; a request is answered at the step after its last target's block.
         """
         self._retire()
-        if not self._used:  # nothing runs: the next admissions bring their own secondary terms
+        idle = not self._used
+        if idle:  # nothing runs: the next admissions bring their own secondary terms
             self.slots.forget_terms()
         self._admit()
         if self._used:
-            self._launch(self.block, self._top)
+            self._launch(self._horizon() if idle else self.block, self._top)
+
+    def _horizon(self) -> int:
+        """Iterations of the launch that follows admissions into an idle engine: :attr:`block`, or for a lone
+        request every iteration until the scheduler could first act on it.
+
+        The scheduler acts on a request without obstacles only to retire its targets, to give a stalled target
+        another seed (at the first block boundary at or after ``restart_after`` iterations; never with
+        ``num_seeds`` 1), or at its deadline or cancellation. Until then the launches of blocks and one launch
+        of all their iterations give the same answers, bit for bit: a lone request runs to that boundary (the
+        whole solve for most targets) in one launch, with no Python between its blocks. With a deadline, which
+        is checked between launches, that launch takes at most :data:`LONE_WORK` row-iterations (and at least
+        one block). A request with obstacles is never lone: its seeds stuck in collision wait for the next
+        block's start pool.
+        """
+        if self._waiting or self._extra or len(self._active) != 1:
+            return self.block
+        request = next(iter(self._active.values()))
+        if request.collision is not None:
+            return self.block
+        options = request.options
+        horizon = options.max_iterations
+        if options.num_seeds > 1:
+            horizon = min(horizon, -(-options.restart_after // self.block) * self.block)
+        if request.deadline is not None:
+            horizon = min(horizon, LONE_WORK // request.rows)
+        if horizon >= options.max_iterations:  # the whole budget
+            return horizon
+        return max(horizon // self.block, 1) * self.block  # a block boundary, as the blocks' launches
 
     def run(self, request: Request | None = None) -> None:
         """Step until ``request`` is done (default: until nothing waits or runs)."""
