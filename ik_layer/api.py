@@ -32,7 +32,7 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
 from ik_layer.reference import solve_reference
 
-__all__ = ["EngineCache", "engines", "solve"]
+__all__ = ["EngineCache", "engines", "solve", "solve_problem"]
 
 _MAX_POOL = 1 << 16  # slots of one robot's engine at most; larger solves queue through it
 _BLOCK = 32  # iterations per launch (rows join and leave between blocks): fewer steps, less Python per solve
@@ -110,21 +110,6 @@ def solve(
         provably out of reach after ``restart_after`` iterations of one seed). With several
         frames, success needs every frame within tolerance and the errors are the worst frame's.
     """
-    if not isinstance(reference, bool):
-        raise IKLayerError(f"reference must be True or False, got {reference!r}")
-    if goal_set is not False:
-        return _solve_goal_set(
-            robot, target, options, goal_set, num_solutions, objective, warm_start=warm_start, weights=weights,
-            posture=posture, obstacles=obstacles, generator=generator, reference=reference, engine=engine,
-            timeout=timeout, **option_changes,
-        )  # fmt: skip
-    if engine is not None and not (isinstance(engine, Engine) and engine.serves(robot)):
-        raise IKLayerError(
-            f"engine must be an ik_layer.Engine built for this robot on its current device and dtype, got {engine!r}"
-        )
-    if reference and engine is not None:
-        raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
-    deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
     problem = Problem.prepare(
         robot,
         target,
@@ -133,9 +118,50 @@ def solve(
         weights=weights,
         posture=posture,
         obstacles=obstacles,
+        goal_set=goal_set,
         **option_changes,
     )
+    return solve_problem(
+        robot,
+        problem,
+        generator=generator,
+        reference=reference,
+        engine=engine,
+        timeout=timeout,
+        num_solutions=num_solutions,
+        objective=objective,
+    )
+
+
+def solve_problem(
+    robot: Robot,
+    problem: Problem,
+    *,
+    generator: torch.Generator | None = None,
+    reference: bool = False,
+    engine: Engine | None = None,
+    timeout: float | None = None,
+    num_solutions: int = 1,
+    objective: str = "first",
+) -> IKResult:
+    """:func:`solve` of a checked ``problem`` (:meth:`Problem.prepare` of ``robot``), taken as it is; the other
+    arguments as :func:`solve`'s.
+
+    Raises:
+        IKLayerError: an argument is invalid; the message names it.
+    """
+    if not isinstance(reference, bool):
+        raise IKLayerError(f"reference must be True or False, got {reference!r}")
+    if engine is not None and not (isinstance(engine, Engine) and engine.serves(robot)):
+        raise IKLayerError(
+            f"engine must be an ik_layer.Engine built for this robot on its current device and dtype, got {engine!r}"
+        )
+    if reference and engine is not None:
+        raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
+    deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
     robot.check_generator(generator)
+    if problem.goals and num_solutions != 1:
+        raise IKLayerError(f"goal_set gives one answer per row: num_solutions must be 1, got {num_solutions!r}")
     k = check_objective(num_solutions, objective, problem.warm_start, problem.posture)
 
     def run(part: Problem) -> IKResult:
@@ -148,58 +174,21 @@ def solve(
         with lock:
             return shared.solve(part, seed, deadline)
 
+    if problem.goals:
+        return _best_of_goals(robot, run(problem), problem, objective)
     if k == 1 and objective == "first":
         return run(problem)
     flat = solve_set(robot, objective_problem(robot, problem, objective), k, objective, run, deadline, generator)
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
 
 
-def _solve_goal_set(
-    robot: Robot,
-    target: Tensor,
-    options: SolveOptions | None,
-    goal_set: object,
-    num_solutions: int,
-    objective: str,
-    *,
-    warm_start: Tensor | None,
-    posture: Tensor | None,
-    obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]],
-    **arguments: Any,
-) -> IKResult:
-    """:func:`solve` with ``goal_set=True``: every goal of every row solved as a target of its own, then the best
-    goal of each row (:func:`~ik_layer.core.solutions.best_goals`)."""
-    if goal_set is not True:
-        raise IKLayerError(f"goal_set must be True or False, got {goal_set!r}")
-    if num_solutions != 1:
-        raise IKLayerError(f"goal_set gives one answer per row: num_solutions must be 1, got {num_solutions!r}")
-    goals_t = robot.check_target(target)
-    batch = goals_t.shape[: goals_t.dim() - len(robot.target_shape)]
-    if len(batch) == 0 or batch[-1] == 0:
-        raise IKLayerError(
-            f"goal_set needs targets (..., G, {', '.join(map(str, robot.target_shape))}) with G >= 1 goals per row, "
-            f"got shape {tuple(goals_t.shape)}"
-        )
-    rows, goals = batch[:-1], batch[-1]
-
-    def per_goal(x: Tensor | None, name: str) -> Tensor | None:  # a row's warm start or posture for each goal
-        if x is None or x.dim() < 2:
-            return x
-        if tuple(x.shape[:-1]) != tuple(rows):
-            raise IKLayerError(f"{name} must have shape (nq,) or {(*rows, 'nq')} (one per row), got {tuple(x.shape)}")
-        return x.unsqueeze(-2).expand(*rows, goals, x.shape[-1])
-
-    scenes: Sequence[Any] = obstacles
-    if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
-        scenes = [scene for scene in obstacles for _ in range(goals)]  # a row's scene for each of its goals
-    starts, pulls = per_goal(warm_start, "warm_start"), per_goal(posture, "posture")
-    check_objective(1, objective, starts, pulls)
-    reference = {"closest": starts, "posture": pulls}.get(objective)
-    every = solve(
-        robot, goals_t, options, warm_start=starts, posture=pulls, obstacles=scenes, objective="first", **arguments
-    )
+def _best_of_goals(robot: Robot, every: IKResult, problem: Problem, objective: str) -> IKResult:
+    """The answer of each row of a goal-set ``problem`` from the answers of ``every`` goal: its best goal's
+    (:func:`~ik_layer.core.solutions.best_goals`), with ``goal`` (rows...) telling which."""
+    rows, goals = problem.batch[:-1], problem.goals
+    reference = {"closest": problem.warm_start, "posture": problem.posture}.get(objective)
     if reference is not None:
-        reference = reference.expand(*batch, robot.nq).reshape(-1, goals, robot.nq)
+        reference = reference.reshape(-1, goals, robot.nq)
     flat = every.reshaped((math.prod(rows), goals))
     picked, goal = best_goals(robot, flat, objective, reference)
     return replace(picked, goal=goal).reshaped(rows)

@@ -42,6 +42,8 @@ class Problem:
         obstacles: the obstacles the targets' answers keep clear of (in the base frame): one scene shared by every
             target, or one scene per target (see :func:`~ik_layer.collision.shapes.check_scenes`).
         options: the resolved solver options.
+        goals: G where the targets' last batch dimension holds each row's G candidate poses (a goal set: ``batch``
+            is (..., G), every goal a target of its own, with its row's warm start, posture and scene), else 0.
     """
 
     batch: torch.Size
@@ -52,6 +54,7 @@ class Problem:
     posture_seeds: bool = True
     obstacles: Scenes = ((),)
     options: SolveOptions
+    goals: int = 0
 
     @staticmethod
     def prepare(
@@ -63,25 +66,36 @@ class Problem:
         weights: Tensor | None = None,
         posture: Tensor | None = None,
         obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
+        goal_set: bool = False,
         **option_changes: Any,
     ) -> Problem:
         """Check the arguments of :func:`ik_layer.solve` (same names and meaning) and flatten the per-target ones.
 
+        ``options`` without ``option_changes`` is taken as it is (a :class:`SolveOptions` checked its fields).
+
         Raises:
             IKLayerError: an argument is invalid; the message names it.
         """
-        opts = SolveOptions.build(options, **option_changes)
+        if option_changes or not isinstance(options, SolveOptions):
+            options = SolveOptions.build(options, **option_changes)
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-        _check_terms(robot, opts)
+        _check_terms(robot, options)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
+        goals = 0
+        if goal_set is not False:
+            goals = _goal_count(robot, goal_set, target_t.shape, batch)
+            warm_start = _per_goal(warm_start, batch, "warm_start")
+            posture = _per_goal(posture, batch, "posture")
+            if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
+                obstacles = [scene for scene in obstacles for _ in range(goals)]  # a row's scene for each goal
         scenes = check_scenes(obstacles, n)
-        check_collision(robot, opts, scenes)
+        check_collision(robot, options, scenes)
         return Problem(
             batch=batch,
             target=flat,
@@ -89,7 +103,8 @@ class Problem:
             warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
             posture=_per_target(robot, posture, batch, n, "posture"),
             obstacles=scenes,
-            options=opts,
+            options=options,
+            goals=goals,
         )
 
     @property
@@ -157,6 +172,28 @@ def check_collision(robot: Robot, options: SolveOptions, scenes: Scenes) -> None
         )
     if options.self_collision and robot.collision is not None:
         robot.collision.check_self_collision()
+
+
+def _goal_count(robot: Robot, goal_set: object, shape: torch.Size, batch: torch.Size) -> int:
+    """G, the goals per row of goal-set targets of ``shape`` (batch shape ``batch``, its last dimension G)."""
+    if goal_set is not True:
+        raise IKLayerError(f"goal_set must be True or False, got {goal_set!r}")
+    if len(batch) == 0 or batch[-1] == 0:
+        raise IKLayerError(
+            f"goal_set needs targets (..., G, {', '.join(map(str, robot.target_shape))}) with G >= 1 goals per row, "
+            f"got shape {tuple(shape)}"
+        )
+    return batch[-1]
+
+
+def _per_goal(x: Tensor | None, batch: torch.Size, name: str) -> Tensor | None:
+    """A goal set's per-row ``x`` (rows..., nq) repeated for each of the row's goals ((nq,): shared, as it is)."""
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        return x
+    rows = batch[:-1]
+    if tuple(x.shape[:-1]) != tuple(rows):
+        raise IKLayerError(f"{name} must have shape (nq,) or {(*rows, 'nq')} (one per row), got {tuple(x.shape)}")
+    return x.unsqueeze(-2).expand(*batch, x.shape[-1])
 
 
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:

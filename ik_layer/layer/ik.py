@@ -35,7 +35,6 @@ quaternion through the exponential map.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -43,19 +42,23 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ik_layer.api import solve
+from ik_layer.api import solve_problem
 from ik_layer.collision.cost import CollisionCost
-from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
+from ik_layer.collision.shapes import Obstacle, Scenes
 from ik_layer.core.lm import LM
 from ik_layer.core.options import OPTION_SPECS, SolveOptions
+from ik_layer.core.problem import Problem
+from ik_layer.core.result import IKResult
 from ik_layer.exceptions import IKLayerError, ShapeError
 from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.model.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
 from ik_layer.model.robot import Robot
-from ik_layer.reference import IKResult
 from ik_layer.terms import gains_of, secondary_gradient, used_terms
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
+
+_RUN_ARGUMENTS = ("generator", "reference", "engine", "timeout", "num_solutions", "objective")
+"""The arguments of :func:`ik_layer.api.solve_problem` among :func:`ik_solve`'s (the rest prepare the problem)."""
 
 
 def ik_solve(
@@ -90,25 +93,28 @@ def ik_solve(
     """
     if not isinstance(robot, Robot):
         raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-    target_t = robot.check_target(target)
+    running = {name: solve_arguments.pop(name) for name in _RUN_ARGUMENTS if name in solve_arguments}
+    problem = Problem.prepare(robot, target, options, weights=weights, **solve_arguments)  # the one check
+    targets = problem.batch
+    target_t = problem.target.reshape(*targets, *robot.target_shape)  # checked, as differentiable as given
     frames = len(robot.target_shape) - 2  # 1 with several end-effector frames: the base is shared by them
     tool_t = _transform_or_identity(tool, "tool", target_t, target_t.shape[:-2])
-    base_t = _transform_or_identity(base, "base", target_t, target_t.shape[: target_t.dim() - 2 - frames])
+    base_t = _transform_or_identity(base, "base", target_t, targets)
     with torch.no_grad():
-        ee_target = _per_frame(robot, invert_transform(base_t)) @ target_t @ invert_transform(tool_t)
-        result = solve(robot, ee_target, options, weights=weights, **solve_arguments)
+        solved = problem
+        if tool is not None or base is not None:  # the end-effector's targets: products of rigid transforms
+            ee_target = _per_frame(robot, invert_transform(base_t)) @ target_t @ invert_transform(tool_t)
+            solved = replace(problem, target=ee_target.reshape(problem.target.shape))
+        result = solve_problem(robot, solved, **running)
     sqrt_w = _sqrt_weights(robot, weights)
     if result.goal is not None:  # a goal set: the inputs of the goal each row reached
         goal, goals = result.goal, target_t.shape[result.goal.dim()]
         target_t = _reached(target_t, goal, goals, 2 + frames)
         tool_t, base_t = _reached(tool_t, goal, goals, 2 + frames), _reached(base_t, goal, goals, 2)
         sqrt_w = _reached(sqrt_w, goal, goals, 1 + frames)
-    changes = {k: v for k, v in solve_arguments.items() if k in OPTION_SPECS}
     posture = solve_arguments.get("posture")
-    opts = SolveOptions.build(options, **changes)
+    opts, obstacles = problem.options, problem.obstacles
     gains = gains_of(opts, posture is not None)
-    targets = target_t.shape[: target_t.dim() - len(robot.target_shape)]
-    obstacles = check_scenes(solve_arguments.get("obstacles", ()), math.prod(targets))
     if result.q.dim() > len(targets) + 1:  # num_solutions > 1: each input gains the solutions' axis
         target_t = _per_solution(target_t, 2 + frames)
         tool_t, base_t = _per_solution(tool_t, 2 + frames), _per_solution(base_t, 2)
