@@ -10,7 +10,7 @@ import torch
 
 import ik_layer
 from ik_layer.core.problem import Problem
-from ik_layer.engine import CANCELLED, DEADLINE, EXHAUSTED, LONE_WORK, SOLVED, Engine
+from ik_layer.engine import CANCELLED, DEADLINE, EMPTY, EXHAUSTED, LONE_WORK, SOLVED, Engine
 from ik_layer.engine.reach import reach
 from ik_layer.model.lie import pose_error
 from ik_layer.testing import solve_on_engine
@@ -420,6 +420,12 @@ def test_a_lone_request_runs_in_one_launch_with_the_answers_of_blocks(robot, opt
     first = options.max_iterations if options.num_seeds == 1 else 12
     assert alone_blocks[0] == first and set(shared_blocks) == {4}
     assert len(alone_blocks) < len(shared_blocks)
+    engine = Engine(robot, capacity=64, block=4)
+    direct = engine.solve(problem, seed=3)  # alone, answered from the slots (or handed to the scheduler)
+    assert not engine.busy and bool((engine.slots.status == EMPTY).all())
     for name in ("q", "success", "iterations", "status", "position_error", "orientation_error"):
         assert torch.equal(getattr(alone, name), getattr(shared, name)), name
+        assert torch.equal(getattr(direct, name), getattr(shared, name)), name
     assert alone.success[:12].float().mean() >= 0.9 and not alone.success[12:].any()
+    if options.num_seeds > 1:  # some targets ran past the first launch: the scheduler took the request over
+        assert bool((shared.iterations[:12] > first).any())

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ik_layer.collision.cost import CollisionCost
+from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
 from ik_layer.engine.kernel import RUNNING, START_POOLS
@@ -42,7 +43,10 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
-__all__ = ["CANCELLED", "DEADLINE", "LONE_WORK", "PROBE_ROWS", "ROW_STATUS", "Engine", "Request"]
+__all__ = [
+    "CANCELLED", "DEADLINE", "LONE_WORK", "PROBE_ROWS", "ROW_STATUS",
+    "Engine", "Request", "first_starts", "lone_horizon",
+]  # fmt: skip
 
 PROBE_ROWS = 256
 """The targets of a request with a start pool (a collision term) admitted one block ahead of the others."""
@@ -93,10 +97,8 @@ class Request:
         problem = self.problem
         n = problem.rows
         self.options = problem.options
-        seeding = problem.posture if problem.posture_seeds else None
-        given = [x for x in (problem.warm_start, seeding) if x is not None]  # the kernel wraps them
-        self.start = None if not given else given[0][:, None] if len(given) == 1 else torch.stack(given, dim=1)
-        self.given = len(given)  # seeds with a given start
+        self.start = first_starts(problem)
+        self.given = 0 if self.start is None else self.start.shape[1]  # seeds with a given start
         # The scheduler's bookkeeping, in numpy (status, iterations and seeds_used are torch views of them).
         self.codes = np.full(n, RUNNING, dtype=np.int32)
         self.used, self.seeds, self.pending = np.zeros((3, n), dtype=np.int64)  # iterations; seeds started, queued
@@ -135,8 +137,7 @@ class Request:
 
     def budget(self, rows: np.ndarray) -> np.ndarray:
         """Iteration budgets of the targets ``rows``: ``restart_after`` (at most) for unreachable ones."""
-        short = min(self.options.restart_after, self.options.max_iterations)
-        return np.where(self.unreachable[rows], short, self.options.max_iterations)
+        return _budgets(self.options, self.unreachable[rows])
 
     def result(self, batch: Sequence[int] | None = None) -> IKResult:
         """The answer, once :attr:`done` is set, each field of the targets' batch shape ``batch`` (default
@@ -177,6 +178,44 @@ class Request:
                 self.least[~seen] = least
                 self.pair[~seen] = pair.to(self.pair)
         self.done.set()
+
+
+def first_starts(problem: Problem) -> Tensor | None:
+    """(n, k, nq) the given starts of the targets' first k seeds: the warm start, then the posture where it seeds
+    (the kernel wraps them); None without (k = 0)."""
+    seeding = problem.posture if problem.posture_seeds else None
+    given = [x for x in (problem.warm_start, seeding) if x is not None]
+    if not given:
+        return None
+    return given[0][:, None] if len(given) == 1 else torch.stack(given, dim=1)
+
+
+def lone_horizon(options: SolveOptions, rows: int, deadline: float | None, block: int) -> int:
+    """Iterations of the one launch of a lone request of ``rows`` targets (blocks of ``block`` iterations), until
+    the scheduler could first act on it.
+
+    The scheduler acts on a request without obstacles only to retire its targets, to give a stalled target another
+    seed (at the first block boundary at or after ``restart_after`` iterations; never with ``num_seeds`` 1), or at
+    its deadline or cancellation. Until then the launches of blocks and one launch of all their iterations give the
+    same answers, bit for bit: a lone request runs to that boundary (the whole solve for most targets) in one
+    launch, with no Python between its blocks. With a deadline, which is checked between launches, that launch
+    takes at most :data:`LONE_WORK` row-iterations (and at least one block).
+    """
+    horizon = options.max_iterations
+    if options.num_seeds > 1:
+        horizon = min(horizon, -(-options.restart_after // block) * block)
+    if deadline is not None:
+        horizon = min(horizon, LONE_WORK // rows)
+    if horizon >= options.max_iterations:  # the whole budget
+        return horizon
+    return max(horizon // block, 1) * block  # a block boundary, as the blocks' launches
+
+
+def _budgets(options: SolveOptions, unreachable: np.ndarray) -> np.ndarray:
+    """Iteration budgets of targets: ``restart_after`` (at most) for those out of reach (``unreachable``), else
+    ``max_iterations``."""
+    short = min(options.restart_after, options.max_iterations)
+    return np.where(unreachable, short, options.max_iterations)
 
 
 def _scenes_of(scene: np.ndarray | None, rows: np.ndarray) -> tuple[int, int] | np.ndarray:
@@ -268,19 +307,10 @@ class Engine:
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
         """
-        collision = CollisionCost.of(self.robot, problem.obstacles, problem.options)
-        request = Request(problem, seed, deadline, self._home, collision)
-        store, arrays = self.slots, request.arrays
-        arrays.target, arrays.weights = store.array(problem.target), store.array(problem.weights)
-        arrays.posture = None if problem.posture is None else store.array(problem.posture)
-        arrays.start = None if request.start is None else store.array(request.start)
-        arrays.q, arrays.error = store.array(request.q), store.array(request.error)
-        arrays.least = None if request.least is None else store.array(request.least)
-        arrays.pair = None if request.pair is None else store.array(request.pair)
-        arrays.tensor = store.tensor
+        request = self._open(problem, seed, deadline, CollisionCost.of(self.robot, problem.obstacles, problem.options))
         n = problem.rows
         if give_up and n:
-            request.unreachable = self._reach.beyond(arrays.target, arrays.weights, problem.options.position_tolerance)
+            request.unreachable = self._beyond_reach(problem)
         if n == 0:
             request.finish(self.robot, self.slots.sphere_order)
             return request
@@ -290,10 +320,75 @@ class Engine:
 
     def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
         """Solve a checked problem here and now (as :meth:`submit`, then :meth:`run` until it is done), by
-        ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a time)."""
+        ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a time).
+
+        In an idle engine a problem without obstacles that fits in the slots runs alone (:meth:`_solve_alone`): the
+        same answers, with no scheduling between its blocks.
+        """
+        lone = not self.busy and 0 < problem.rows <= self.slots.capacity
+        if lone and CollisionCost.of(self.robot, problem.obstacles, problem.options) is None:
+            return self._solve_alone(problem, seed, deadline)
         request = self.submit(problem, seed, deadline)
         self.run(request)
         return request.result(problem.batch)
+
+    def _solve_alone(self, problem: Problem, seed: int, deadline: float | None) -> IKResult:
+        """``problem`` in an idle engine: its targets' first seeds in the first slots, one launch of
+        :func:`lone_horizon` iterations, and the answers read from the slots when every target stopped (most
+        problems), as the scheduler would have given them; else the scheduler takes the request over from there,
+        as if it had placed its seeds."""
+        options, slots, n = problem.options, self.slots, problem.rows
+        start = first_starts(problem)
+        unreachable = self._beyond_reach(problem)
+        placed = slice(0, n)
+        slots.forget_terms()
+        streams = np.arange(n, dtype=np.int32) * options.num_seeds  # as the scheduler's (target, seed 0)
+        slots.admit(
+            placed, slots.array(problem.target), None if start is None else slots.array(start[:, 0]), options,
+            weights=slots.array(problem.weights), seed=seed, rng_offset=streams,
+            posture=None if problem.posture is None else slots.array(problem.posture), scene=(0, 0), pool=-1,
+        )  # fmt: skip
+        if unreachable.any():
+            slots.set_budget(placed, _budgets(options, unreachable))
+        self._launch(lone_horizon(options, n, deadline, self.block), n)
+        status, iterations, _, _ = slots.read(n)
+        if (status == RUNNING).any():  # the scheduler's from here: give stalled targets more seeds, deadlines...
+            request = self._open(problem, seed, deadline, None)
+            request.unreachable, request.scene, request.admitted = unreachable, np.zeros((1, 2), dtype=np.int32), n
+            self._hold(request, np.arange(n), placed, np.arange(n), 0, np.zeros(n, dtype=np.int64))
+            self.run(request)
+            return request.result(problem.batch)
+        batch, tensor = problem.batch, slots.tensor
+        result = IKResult(
+            q=slots.best_q[:n].clone().reshape(*batch, -1),
+            success=tensor(status == SOLVED).reshape(batch),
+            position_error=slots.best_error[:n, 0].clone().reshape(batch),
+            orientation_error=slots.best_error[:n, 1].clone().reshape(batch),
+            iterations=tensor(iterations.astype(np.int64)).reshape(batch),
+            status=tensor(status).reshape(batch),
+        )
+        slots.retire(placed)
+        return result
+
+    def _open(self, problem: Problem, seed: int, deadline: float | None, collision: CollisionCost | None) -> Request:
+        """A new request of ``problem``, with the store's arrays of its tensors."""
+        request = Request(problem, seed, deadline, self._home, collision)
+        store, arrays = self.slots, request.arrays
+        arrays.target, arrays.weights = store.array(problem.target), store.array(problem.weights)
+        arrays.posture = None if problem.posture is None else store.array(problem.posture)
+        arrays.start = None if request.start is None else store.array(request.start)
+        arrays.q, arrays.error = store.array(request.q), store.array(request.error)
+        arrays.least = None if request.least is None else store.array(request.least)
+        arrays.pair = None if request.pair is None else store.array(request.pair)
+        arrays.tensor = store.tensor
+        return request
+
+    def _beyond_reach(self, problem: Problem) -> np.ndarray:
+        """(n,) bool: the targets of ``problem`` that lie out of the robot's reach (:mod:`ik_layer.engine.reach`)."""
+        store = self.slots
+        return self._reach.beyond(
+            store.array(problem.target), store.array(problem.weights), problem.options.position_tolerance
+        )
 
     def cancel(self, request: Request) -> None:
         """Retire ``request``'s targets at the next step (thread-safe); they answer with status CANCELLED."""
@@ -325,31 +420,14 @@ class Engine:
 
     def _horizon(self) -> int:
         """Iterations of the launch that follows admissions into an idle engine: :attr:`block`, or for a lone
-        request every iteration until the scheduler could first act on it.
-
-        The scheduler acts on a request without obstacles only to retire its targets, to give a stalled target
-        another seed (at the first block boundary at or after ``restart_after`` iterations; never with
-        ``num_seeds`` 1), or at its deadline or cancellation. Until then the launches of blocks and one launch
-        of all their iterations give the same answers, bit for bit: a lone request runs to that boundary (the
-        whole solve for most targets) in one launch, with no Python between its blocks. With a deadline, which
-        is checked between launches, that launch takes at most :data:`LONE_WORK` row-iterations (and at least
-        one block). A request with obstacles is never lone: its seeds stuck in collision wait for the next
-        block's start pool.
-        """
+        request without obstacles :func:`lone_horizon` (a request with obstacles is never lone: its seeds stuck in
+        collision wait for the next block's start pool)."""
         if self._waiting or self._extra or len(self._active) != 1:
             return self.block
         request = next(iter(self._active.values()))
         if request.collision is not None:
             return self.block
-        options = request.options
-        horizon = options.max_iterations
-        if options.num_seeds > 1:
-            horizon = min(horizon, -(-options.restart_after // self.block) * self.block)
-        if request.deadline is not None:
-            horizon = min(horizon, LONE_WORK // request.rows)
-        if horizon >= options.max_iterations:  # the whole budget
-            return horizon
-        return max(horizon // self.block, 1) * self.block  # a block boundary, as the blocks' launches
+        return lone_horizon(request.options, request.rows, request.deadline, self.block)
 
     def run(self, request: Request | None = None) -> None:
         """Step until ``request`` is done (default: until nothing waits or runs)."""
@@ -428,10 +506,25 @@ class Engine:
             posture=None if arrays.posture is None else arrays.posture[of], scene=_scenes_of(request.scene, rows),
             pool=request.pool,
         )  # fmt: skip
-        unreachable = request.unreachable[at]
-        if k > 0 or unreachable.any():  # what is left of the targets' budgets, if not the options'
+        if k > 0 or request.unreachable[at].any():  # what is left of the targets' budgets, if not the options'
             left = (request.budget(rows) - offsets).astype(np.int32)
             self.slots.set_budget(into, left)
+        self._hold(request, rows, into, slots, k, offsets)
+
+    def _hold(
+        self,
+        request: Request,
+        rows: np.ndarray,
+        into: slice | np.ndarray,
+        slots: np.ndarray,
+        k: int,
+        offsets: np.ndarray,
+    ) -> None:
+        """Record seed ``k`` of the targets ``rows`` as running in ``slots`` (``into``: the same, compact),
+        ``offsets`` iterations into their budgets."""
+        count = len(rows)
+        at = compact_index(rows)
+        unreachable = request.unreachable[at]
         self._is_free[into] = False
         self._used += count
         self._top = max(self._top, int(slots[-1]) + 1)
