@@ -358,14 +358,15 @@ class Engine:
             self._hold(request, np.arange(n), placed, np.arange(n), 0, np.zeros(n, dtype=np.int64))
             self.run(request)
             return request.result(problem.batch)
-        batch, tensor = problem.batch, slots.tensor
+        batch, tensor, field = problem.batch, slots.tensor, slots.fields
+        error = slots.copy(field["best_error"][:n])
         result = IKResult(
-            q=slots.best_q[:n].clone().reshape(*batch, -1),
-            success=tensor(status == SOLVED).reshape(batch),
-            position_error=slots.best_error[:n, 0].clone().reshape(batch),
-            orientation_error=slots.best_error[:n, 1].clone().reshape(batch),
-            iterations=tensor(iterations.astype(np.int64)).reshape(batch),
-            status=tensor(status).reshape(batch),
+            q=tensor(slots.copy(field["best_q"][:n]).reshape(*batch, -1)),
+            success=tensor((status == SOLVED).reshape(batch)),
+            position_error=tensor(error[:, 0].reshape(batch)),
+            orientation_error=tensor(error[:, 1].reshape(batch)),
+            iterations=tensor(iterations.astype(np.int64).reshape(batch)),
+            status=tensor(status.reshape(batch)),
         )
         slots.retire(placed)
         return result

@@ -8,8 +8,9 @@ kernel resets the rest at the slot's first launch), :meth:`Slots.retire` empties
 is a step's one wait for the device.
 
 How the host reaches that memory is a store's one job (:mod:`ik_layer.engine.store`): :class:`Slots` is
-abstract; its subclasses define :meth:`~Slots.array`, :meth:`~Slots.tensor`, :meth:`~Slots.stage` and
-:meth:`~Slots.read`, and every write here goes through them, so the same bookkeeping runs on every store.
+abstract; its subclasses define :meth:`~Slots.array`, :meth:`~Slots.tensor`, :meth:`~Slots.copy`,
+:meth:`~Slots.stage` and :meth:`~Slots.read`, and every write here goes through them, so the same bookkeeping runs
+on every store.
 """
 
 from __future__ import annotations
@@ -179,6 +180,10 @@ class Slots(ABC, Generic[StoreArray]):
     @abstractmethod
     def tensor(self, x: Array) -> Tensor:
         """One of this store's arrays as a tensor (the same memory); a host numpy array as a tensor on the device."""
+
+    @abstractmethod
+    def copy(self, x: StoreArray) -> StoreArray:
+        """A copy of one of this store's arrays, in memory of its own."""
 
     @abstractmethod
     def stage(self, values: np.ndarray) -> StoreArray:

@@ -46,6 +46,9 @@ class HostStore(Slots[np.ndarray]):
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
 
+    def copy(self, x: np.ndarray) -> np.ndarray:
+        return x.copy()
+
     def stage(self, values: np.ndarray) -> np.ndarray:
         return values
 
@@ -74,6 +77,9 @@ class TensorStore(Slots[Tensor]):
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
+
+    def copy(self, x: Tensor) -> Tensor:
+        return x.clone()
 
     def stage(self, values: np.ndarray) -> Tensor:
         """``values`` on the device, copied asynchronously from the staging buffer (valid until the next read)."""

@@ -52,7 +52,7 @@ def check_quaternion_norm(norm: float, name: str) -> None:
 def check_rigid(t: Any, name: str) -> None:
     """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
 
-    ``t`` is a numpy array or a torch tensor (on any device): only indexing and arithmetic are used, so
+    ``t`` is a numpy array or a torch tensor (on any device): indexing, arithmetic and a tensor's own ``det``, so
     the same check serves both without importing torch. Tolerance 1e-6 for float64, else 1e-3.
     """
     if math.prod(t.shape) == 0:
@@ -61,12 +61,7 @@ def check_rigid(t: Any, name: str) -> None:
     rot = t[..., :3, :3]
     gram = rot.swapaxes(-1, -2) @ rot  # a new array: its diagonal (every 4th of 9 entries) may change in place
     gram.reshape(*gram.shape[:-2], 9)[..., ::4] -= 1
-    x, y, z = rot[..., :, 0], rot[..., :, 1], rot[..., :, 2]
-    det = (
-        x[..., 0] * (y[..., 1] * z[..., 2] - y[..., 2] * z[..., 1])
-        - x[..., 1] * (y[..., 0] * z[..., 2] - y[..., 2] * z[..., 0])
-        + x[..., 2] * (y[..., 0] * z[..., 1] - y[..., 1] * z[..., 0])
-    )
+    det = rot.det() if hasattr(rot, "det") else np.linalg.det(rot)  # a tensor's method; numpy's function
     # "not <=": a NaN deviation (overflowing entries) fails too
     if not bool(abs(gram).max() <= tol) or bool(det.min() < 0):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
