@@ -58,11 +58,25 @@ class Reach:
         if not self.bounded:
             return np.zeros(n, dtype=bool)
         position = _float64(target.reshape(n, frames, 4, 4)[..., :3, 3])
-        offset = (position - _like(self.centre, position)) * (weights.reshape(n, frames, 6)[..., :3] > 0)
-        distance = offset[..., 0] ** 2 + offset[..., 1] ** 2 + offset[..., 2] ** 2  # the same sum on every device
-        limit = self.radius + self.rounding + position_tolerance
-        far = _host(distance > _like(limit * limit, distance))
+        weighted = _float64(weights.reshape(n, frames, 6)[..., :3] > 0)  # 0 or 1 (numpy multiplies bools slowly)
+        offset = (position - _like(self.centre, position)) * weighted
+        squared = offset * offset
+        distance = squared[..., 0] + squared[..., 1] + squared[..., 2]  # the same sum on every device
+        far = _host(distance > _like(self._squared_limit(position_tolerance), distance))
         return far[:, 0] if frames == 1 else np.asarray(far.any(axis=-1))  # (n,): an array, as numpy's stubs miss
+
+    def _squared_limit(self, position_tolerance: float) -> np.ndarray:
+        """(F,) the squared distances beyond which a frame's target is out of reach, for ``position_tolerance``."""
+        known = self._squared_limits.get(position_tolerance)
+        if known is None:
+            limit = self.radius + self.rounding + position_tolerance
+            known = self._squared_limits[position_tolerance] = limit * limit
+        return known
+
+    @functools.cached_property
+    def _squared_limits(self) -> dict[float, np.ndarray]:
+        """:meth:`_squared_limit` by tolerance, as computed."""
+        return {}
 
 
 def _float64(x: Array) -> Array:
