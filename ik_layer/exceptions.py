@@ -33,6 +33,10 @@ class CLIError(IKLayerError):
     """A command-line problem reported as one line with exit code 2 (e.g. CUDA asked for but absent)."""
 
 
+class NoCollisionModel(IKLayerError):
+    """Obstacles or self-collision asked of a robot loaded without collision spheres."""
+
+
 class UnsupportedModelError(IKLayerError):
     """A robot model uses a feature ik-layer does not support (e.g. a floating joint)."""
 

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
 from ik_layer.core.options import SolveOptions
-from ik_layer.exceptions import IKLayerError, NonFiniteError, ShapeError
+from ik_layer.exceptions import IKLayerError, NoCollisionModel, NonFiniteError, ShapeError
 from ik_layer.model.lie import host_values
 from ik_layer.model.robot import Robot
 
@@ -162,10 +162,10 @@ def _check_terms(robot: Robot, options: SolveOptions) -> None:
 
 
 def check_collision(robot: Robot, options: SolveOptions, scenes: Scenes) -> None:
-    """Refuse obstacles or self-collision for a robot without collision spheres, and self-collision for one with too
-    many sphere pairs."""
+    """Refuse obstacles or self-collision for a robot without collision spheres (:class:`NoCollisionModel`), and
+    self-collision for one with too many sphere pairs."""
     if (any(scenes) or options.self_collision) and robot.collision is None:
-        raise IKLayerError(
+        raise NoCollisionModel(
             f"robot {robot.name!r} has no collision spheres: load it with load_robot(..., collision=...) (a sphere "
             "file, or 'auto' for a built-in robot or a URDF with collision primitives) to solve with obstacles or "
             "self_collision"
