@@ -50,7 +50,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @dataclass
 class ServerProcess:
-    """``python -m ik_layer.server`` running in a child process on a loopback port.
+    """``python -m ik_layer.server`` (or another entry to it) running in a child process on a loopback port.
 
     Attributes:
         process: the child; its stdout and stderr are one text pipe when started with ``capture=True``.
@@ -62,16 +62,25 @@ class ServerProcess:
 
     @classmethod
     def start(
-        cls, flags: Sequence[str] = (), *, ready_within: float = 120, capture: bool = True, cwd: Path | None = None
+        cls,
+        flags: Sequence[str] = (),
+        *,
+        ready_within: float = 120,
+        capture: bool = True,
+        cwd: Path | None = None,
+        entry: Sequence[str] = ("ik_layer.server",),
     ) -> ServerProcess:
         """Start the server with ``flags`` on a free port and wait until ``/health`` answers 200.
+
+        Args:
+            entry: what follows ``python -m``: the module, with the subcommand if any (``("ik_layer", "serve")``).
 
         Raises:
             RuntimeError: the server exited, or was not ready within ``ready_within`` seconds
                 (the message holds what it printed, when captured).
         """
         port = free_port()
-        command = [sys.executable, "-m", "ik_layer.server", "--host", "127.0.0.1", "--port", str(port), *flags]
+        command = [sys.executable, "-m", *entry, "--host", "127.0.0.1", "--port", str(port), *flags]
         pipe = subprocess.PIPE if capture else None
         process = subprocess.Popen(
             command, cwd=cwd, stdout=pipe, stderr=subprocess.STDOUT if capture else None, text=True

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,7 @@ from ik_layer.cli.files import BASE_COLUMNS, POSE_COLUMNS, pose_columns, q_colum
 from ik_layer.cli.main import main
 from ik_layer.model.lie import matrix_to_pose, pose_error, pose_to_matrix
 from ik_layer.robots import builtin_robots
-from ik_layer.testing import random_configurations
+from ik_layer.testing import ServerProcess, random_configurations
 
 ROOT = Path(__file__).resolve().parent.parent
 ROBOT = "panda"
@@ -304,6 +307,41 @@ def test_module_entry_point_non_tty_output_is_clean(tmp_path, poses):
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("ik-layer solve: 24/24 solved")
+
+
+def processes_serving(port: int) -> set[int]:
+    """Pids of the processes running ``ik_layer.server`` on ``port``, from their command lines in /proc."""
+    pids = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            argv = cmdline.read_bytes().split(b"\0")
+            if b"ik_layer.server" in argv and str(port).encode() in argv:
+                pids.add(int(cmdline.parent.name))
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").is_file(), reason="finds the server's processes in /proc (Linux)")
+def test_serve_is_the_server_and_sigterm_stops_it_with_status_0():
+    """``ik-layer serve`` becomes the server; SIGTERM to it (how systemd, supervisord and container runtimes stop a
+    service) stops the server gracefully within its grace period: status 0, no process left serving the port."""
+    grace = 2
+    flags = ["--robots", "planar3", "--max-iterations", "30", "--num-seeds", "2", "--shutdown-grace", str(grace)]
+    # not captured: a server left behind would hold the pipe open, and reading it to its end would never end
+    running = ServerProcess.start(flags, entry=("ik_layer", "serve"), ready_within=60, capture=False, cwd=ROOT)
+    port = int(running.url.rsplit(":", 1)[1])
+    try:
+        serving = processes_serving(port)
+        code, _ = running.stop(signal.SIGTERM, timeout=grace + 5)  # raises past the grace (and a margin)
+        left = processes_serving(port)
+    finally:
+        for pid in processes_serving(port):  # a server that outlived ik-layer serve
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert code == 0  # the server's graceful stop
+    assert serving == {running.process.pid}  # the server itself: no child to leave behind
+    assert left == set()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 @pytest.mark.skipif(not (ROOT / "bench" / "report.py").is_file(), reason="bench/report.py is not in this checkout")

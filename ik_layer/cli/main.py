@@ -1,7 +1,8 @@
 """The ``ik-layer`` command line: list robots, run FK and batch IK on files, serve, benchmark, view.
 
 Every subcommand returns an exit code: 0 on success, 2 on bad input (a one-line
-message on stderr, no traceback), 130 when interrupted with Ctrl-C.
+message on stderr, no traceback), 130 when interrupted with Ctrl-C; ``serve``
+becomes the server, and exits with its status (0 after Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -484,13 +485,18 @@ def _report_skipped(path: Path, lines: list[int], rows: str = "row(s)", at: str 
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Run ``python -m ik_layer.server`` with the remaining arguments (needs the ``server`` extra).
+    """Replace this process with ``python -m ik_layer.server`` and the remaining arguments (needs the ``server``
+    extra).
 
-    The service runs in a child process, so the library never imports the server.
+    The server is then this process, not a child: the signals a service manager sends to ``ik-layer serve``
+    (SIGTERM, SIGINT, SIGHUP) reach it, its exit status is the command's, and nothing is left running after it.
+    The library itself never imports the server.
     """
     if importlib.util.find_spec("fastapi") is None:
         raise CLIError("the HTTP service needs the server extra: pip install -e '.[server]' in a checkout of ik-layer")
-    return _run_child([sys.executable, "-m", "ik_layer.server", *args.passed_on])
+    sys.stdout.flush()  # exec drops what Python has not written yet
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "ik_layer.server", *args.passed_on])
 
 
 def run_bench(args: argparse.Namespace) -> int:
