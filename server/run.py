@@ -1,8 +1,10 @@
-"""``serve(argv)``: parse settings from flags and the environment, load the robots, then run uvicorn until
-SIGINT (Ctrl-C) or SIGTERM, which stop it gracefully (see :class:`_GracefulServer`) with exit status 0."""
+"""``serve(argv)``: parse settings from flags and the environment, check the address is free, load the robots,
+then run uvicorn until SIGINT (Ctrl-C) or SIGTERM, which stop it gracefully (see :class:`_GracefulServer`) with
+exit status 0."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -32,14 +34,20 @@ def serve(argv: Sequence[str] | None = None) -> int:
     ``sys.argv[1:]``) over ``IK_LAYER_*`` variables; usable as a console-script entry point.
 
     Returns:
-        The exit status: 0 after a graceful stop (SIGINT or SIGTERM), 2 for invalid settings or a robot spec
-        that does not load (one line on stderr naming the entry).
+        The exit status: 0 after a graceful stop (SIGINT or SIGTERM), 2 for invalid settings, an address that
+        cannot be bound (a port in use: found before any robot loads) or a robot spec that does not load (one line
+        on stderr naming the flag or the entry).
     """
     try:
         settings = parse_settings(argv)
     except ValidationError as err:
         lines = [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
         print(f"{_PROG}: invalid settings\n" + "\n".join(lines), file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _check_address(settings.host, settings.port)
+    except OSError as err:
+        print(f"{_PROG}: --host {settings.host} --port {settings.port}: {err.strerror}", file=sys.stderr)
         return EXIT_USAGE
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:%(name)s: %(message)s")
     try:
@@ -60,6 +68,21 @@ def serve(argv: Sequence[str] | None = None) -> int:
     with _terminate_raises(), contextlib.suppress(KeyboardInterrupt, _Terminated):
         _GracefulServer(config, app.state.ik).run()
     return 0
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind ``host``:``port`` as uvicorn will (asyncio's ``create_server``), without listening, and let it go.
+
+    Raises:
+        OSError: the address cannot be bound (the port is in use or privileged, the host is not this machine's).
+    """
+
+    async def bind() -> None:
+        server = await asyncio.get_running_loop().create_server(asyncio.Protocol, host, port, start_serving=False)
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(bind())
 
 
 class _Terminated(Exception):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -98,6 +100,21 @@ def test_schemathesis_finds_no_server_errors(request: pytest.FixtureRequest, fix
                 check()
     assert statuses[200] > 0 and statuses[422] > 0 and statuses[404] > 0
     assert not [code for code in statuses if code >= 500], statuses
+
+
+def test_a_port_in_use_stops_the_server_before_any_robot_loads() -> None:
+    """A port another program listens on: status 2 and one line naming the address, at once (no robot loaded or
+    warmed up first: ``ik-layer ready`` is never logged)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "ik_layer.server", "--host", "127.0.0.1", "--port", str(port)]
+        proc = subprocess.run(
+            [*command, "--robots", "ur5e", *FLAGS], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        )
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"python -m ik_layer.server: --host 127.0.0.1 --port {port}: ")
+    assert line.endswith("address already in use") and not proc.stdout
 
 
 def long_request() -> dict[str, object]:
