@@ -12,7 +12,8 @@ happens inside each replica.
     # or with Ray's own CLI (settings from the environment):
     serve run ik_layer.deploy.ray_serve:app
 
-Needs ``pip install "ray[serve]"`` (not a dependency of the project).
+Needs the ``deploy`` extra (``ray[serve]``, not a dependency of the project); without it, importing this module
+raises an ImportError saying so, and ``python -m`` prints that one line.
 """
 
 from __future__ import annotations
@@ -23,10 +24,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ray import serve
-from ray.serve.handle import DeploymentHandle
-
 from ik_layer.server.settings import Settings
+
+_PROG = "python -m ik_layer.deploy.ray_serve"
+_MISSING = "the Ray Serve deployment needs the deploy extra: pip install -e '.[deploy]' in a checkout of ik-layer"
+
+try:
+    from ray import serve
+    from ray.serve.handle import DeploymentHandle
+except ImportError as err:
+    if __name__ == "__main__":  # python -m ik_layer.deploy.ray_serve: the line, not a traceback
+        print(f"{_PROG}: error: {_MISSING}", file=sys.stderr)
+        sys.exit(2)
+    raise ImportError(_MISSING) from err
 
 __all__ = ["build_app", "build_deployment", "cluster_gpus", "main"]
 
@@ -104,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Start (or connect to) Ray, run the deployment on ``--host``/``--port`` and block until Ctrl-C."""
     import ray
 
-    parser = argparse.ArgumentParser(prog="python -m ik_layer.deploy.ray_serve", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--replicas", type=int, default=None, help="default: one per GPU (1 without GPUs)")
