@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -93,7 +93,8 @@ class Problem:
             warm_start = _per_goal(warm_start, batch, "warm_start")
             posture = _per_goal(posture, batch, "posture")
             if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
-                obstacles = [scene for scene in obstacles for _ in range(goals)]  # a row's scene for each goal
+                rows = cast("Sequence[Sequence[Obstacle]]", obstacles)
+                obstacles = [scene for scene in rows for _ in range(goals)]  # a row's scene for each goal
         scenes = check_scenes(obstacles, n)
         check_collision(robot, options, scenes)
         return Problem(
