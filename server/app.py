@@ -7,7 +7,6 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING
 
 import torch
 from fastapi import FastAPI
@@ -15,16 +14,13 @@ from fastapi import FastAPI
 from ik_layer.server import routes
 from ik_layer.server.body import document_bodies
 from ik_layer.server.errors import install_error_handlers
-from ik_layer.server.loading import load_robots, warm_up
+from ik_layer.server.loading import ServedRobot, load_robots, warm_up
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
 from ik_layer.server.schemas import FKRequest, IKRequest, SceneRequest
 from ik_layer.server.settings import Settings, cuda_missing_reason
 from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker
-
-if TYPE_CHECKING:
-    from ik_layer import Robot
 
 __all__ = ["create_app"]
 
@@ -43,7 +39,7 @@ targets are not errors: they come back with `success: false`.
 """
 
 
-def create_app(settings: Settings | None = None, robots: Mapping[str, Robot] | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, robots: Mapping[str, ServedRobot] | None = None) -> FastAPI:
     """A FastAPI app serving ``settings`` (default: from the environment); nothing loads until its lifespan runs.
 
     ``robots``: the robots of ``settings.robots``, already loaded (:func:`~ik_layer.server.run.serve` loads them
@@ -68,7 +64,7 @@ def create_app(settings: Settings | None = None, robots: Mapping[str, Robot] | N
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot] | None) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, ServedRobot] | None) -> AsyncIterator[None]:
     """Load and warm up the robots, start one engine worker each, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
@@ -81,11 +77,11 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot
             loaded = await asyncio.to_thread(
                 load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
             )
-        for name, robot in loaded.items():
-            await asyncio.to_thread(warm_up, robot, settings.solve_options())
+        for name, served in loaded.items():
+            await asyncio.to_thread(warm_up, served.robot, settings.solve_options())
             worker = EngineWorker(
                 name,
-                robot,
+                served.robot,
                 state.metrics,
                 slots=settings.max_slots,
                 block=settings.block_iterations,
@@ -94,7 +90,7 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Robot
                 max_work=settings.max_queued_work,
             )
             worker.start()
-            state.robots[name] = Loaded(robot, worker)
+            state.robots[name] = Loaded(served.robot, worker, served.collision)
         state.ready = True
         _log.info("ik-layer ready on %s (%s): %s", state.device, settings.dtype, ", ".join(state.robots))
         yield

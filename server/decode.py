@@ -24,6 +24,7 @@ from torch import Tensor
 from ik_layer import (
     OPTION_SPECS,
     IKLayerError,
+    NoCollisionModel,
     Obstacle,
     Problem,
     Robot,
@@ -35,7 +36,7 @@ from ik_layer import (
     check_obstacles,
     check_scenes,
 )
-from ik_layer.server.exceptions import FieldError, InvalidBody, TooManyRows
+from ik_layer.server.exceptions import FieldError, InvalidBody, NoCollisionSpheres, TooManyRows
 from ik_layer.server.schemas import (
     MIN_QUATERNION_NORM,
     UNION_TAGS,
@@ -251,11 +252,14 @@ def _obstacles(
         obstacles: list[tuple[Obstacle, ...]] = [shared + entry for entry in own]
     else:
         obstacles = [shared + obstacle_shapes(given, field)]
+    loc = field if any(obstacles) else ("body", "self_collision")
     try:
         checked = check_scenes(obstacles, request.rows)
         check_collision(robot, options, checked)
+    except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
+        raise NoCollisionSpheres(loc, robot.name) from None
     except IKLayerError as err:
-        raise FieldError(field if any(obstacles) else ("body", "self_collision"), str(err)) from None
+        raise FieldError(loc, str(err)) from None
     return checked
 
 

@@ -79,8 +79,8 @@ def poses(pose_rows: Tensor, frames: Sequence[str] | None = None) -> list[Pose] 
     return [{frame: _pose(p) for frame, p in zip(frames, row, strict=True)} for row in pose_rows.tolist()]
 
 
-def robot_info(robot: Robot) -> RobotInfo:
-    """The public description of a robot."""
+def robot_info(robot: Robot, collision: str | None) -> RobotInfo:
+    """The public description of a robot whose collision spheres came from ``collision`` (its spec's)."""
     return RobotInfo(
         name=robot.name,
         nq=robot.nq,
@@ -92,6 +92,7 @@ def robot_info(robot: Robot) -> RobotInfo:
         ee_frames=list(frames_of(robot)),
         floating_base=robot.floating_base,
         locked=_locked(robot),
+        collision=collision,
         collision_spheres=0 if robot.collision is None else len(robot.collision.radii),
     )
 

@@ -1,8 +1,9 @@
 """Every exception of the server: bad input is an :class:`ik_layer.IKLayerError` (a ``ValueError``), overload is not.
 
-:mod:`ik_layer.server.errors` maps them to HTTP answers: :class:`FieldError` to 422, :class:`TooManyRows` to 413,
-:class:`InvalidBody` to 422, :class:`TooMuchWork` to 413, :class:`UnsupportedMediaType` to 415,
-:class:`SceneNotFound` to 404, :class:`TooManyScenes` to 409, :class:`ServiceUnavailable` to 503.
+:mod:`ik_layer.server.errors` maps them to HTTP answers: :class:`FieldError` (:class:`NoCollisionSpheres` among
+them) to 422, :class:`TooManyRows` to 413, :class:`InvalidBody` to 422, :class:`TooMuchWork` to 413,
+:class:`UnsupportedMediaType` to 415, :class:`SceneNotFound` to 404, :class:`TooManyScenes` to 409,
+:class:`ServiceUnavailable` to 503.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ik_layer import IKLayerError
 __all__ = [
     "FieldError",
     "InvalidBody",
+    "NoCollisionSpheres",
     "SceneNotFound",
     "ServiceUnavailable",
     "TooManyRows",
@@ -29,6 +31,19 @@ class FieldError(IKLayerError):
     def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+class NoCollisionSpheres(FieldError):
+    """Obstacles or self-collision for a robot served without collision spheres (422); the message names the server
+    option that gives it some."""
+
+    def __init__(self, loc: tuple[str | int, ...], robot: str) -> None:
+        super().__init__(
+            loc,
+            f"robot {robot!r} has no collision spheres, so it takes no obstacles or self_collision: the server "
+            'gives it some from its entry in --robots @robots.json, "collision": a sphere file, or "fit" for the '
+            "URDF's collision meshes",
+        )
 
 
 class InvalidBody(IKLayerError):

@@ -3,7 +3,7 @@
 A spec is a built-in name (``"ur5e"``), a model file with an optional end-effector frame
 (``"arm.urdf:tool0"``; URDF, MJCF ``.xml`` or ``.xacro``), or ``"@robots.json"``: a JSON list of
 :class:`RobotSpec` objects, for what a string cannot say (a name of its own, several end-effector frames,
-a floating base, active or locked joints). Each robot is served by a solver engine
+a floating base, active or locked joints, collision spheres). Each robot is served by a solver engine
 (:class:`ik_layer.engine.Engine`); a robot the engine refuses stops the server at start.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 import ik_layer
 from ik_layer import MODEL_SUFFIXES, IKLayerError, Robot, SolveOptions, matrix_to_pose
 
-__all__ = ["RobotSpec", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
+__all__ = ["RobotSpec", "ServedRobot", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 
 _WARM_UP_ITERATIONS = 4
 
@@ -43,6 +44,13 @@ class RobotSpec(BaseModel):
     )
     active_joints: list[str] | None = None
     locked: dict[str, float] | None = Field(None, description="joint name -> value [rad or m] held fixed")
+    collision: str | None = Field(
+        "auto",
+        min_length=1,
+        description="the collision spheres, as load_robot(..., collision=...) takes them: a sphere file (YAML or "
+        'JSON), "auto" (the built-in robot\'s, else spheres covering a URDF\'s collision primitives), "fit" (a '
+        "URDF's collision meshes covered too), or null: none",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_name_frames(self) -> RobotSpec:
@@ -56,6 +64,15 @@ class RobotSpec(BaseModel):
         if self.ee_frames is not None and len(self.ee_frames) == 1:
             return self.ee_frames[0], None
         return self.ee_frame, self.ee_frames
+
+
+@dataclass(frozen=True)
+class ServedRobot:
+    """A robot loaded from its spec, and the source of its collision spheres as the spec gave it (``"auto"``,
+    ``"fit"``, a sphere file, or None: none)."""
+
+    robot: Robot
+    collision: str | None
 
 
 def parse_robot_spec(spec: str) -> tuple[str, str | None]:
@@ -84,14 +101,14 @@ def robot_specs(entries: Iterable[str]) -> list[tuple[str, RobotSpec]]:
     return specs
 
 
-def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype) -> dict[str, Robot]:
+def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype) -> dict[str, ServedRobot]:
     """Load every robot of the ``robots`` entries (see :func:`robot_specs`), keyed by name.
 
     Raises:
         IKLayerError: a spec is malformed, a robot cannot be loaded (the message starts with the entry that
             names it: ``robot 'arm.urdf:tool0': ...``) or two specs give robots of the same name.
     """
-    robots: dict[str, Robot] = {}
+    robots: dict[str, ServedRobot] = {}
     for label, spec in robot_specs(entries):
         ee_frame, ee_frames = spec.frames()
         try:
@@ -105,13 +122,14 @@ def load_robots(entries: Iterable[str], device: torch.device, dtype: torch.dtype
                 locked=spec.locked,
                 floating_base=spec.floating_base,
                 base_frame=spec.base_frame,
+                collision=spec.collision,
             )
         except IKLayerError as err:
             raise IKLayerError(f"robot {label}: {err}") from err
         robot.name = spec.name or robot.name
         if robot.name in robots:
             raise IKLayerError(f"robot {label}: a second robot named {robot.name!r}; give each a name")
-        robots[robot.name] = robot
+        robots[robot.name] = ServedRobot(robot, spec.collision)
     return robots
 
 

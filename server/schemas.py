@@ -531,6 +531,11 @@ class RobotInfo(BaseModel):
     locked: dict[str, float] = Field(
         default_factory=dict, description="joints of the model the solver does not move, at their values [rad or m]"
     )
+    collision: str | None = Field(
+        "auto",
+        description="where the collision spheres come from: the \"collision\" of the robot's entry in the server's "
+        '--robots @robots.json ("auto", "fit", a sphere file, or null: none)',
+    )
     collision_spheres: int = Field(
         0,
         description="collision spheres of the robot's collision model; 0: none (obstacles and self_collision "

@@ -23,11 +23,13 @@ _GRACE_USED = 0.8  # of the shutdown grace, for solving; the rest for answering
 
 @dataclass(frozen=True)
 class Loaded:
-    """A robot ready to serve: the model, the worker running its solver engine, and its registered scenes (name ->
+    """A robot ready to serve: the model, the worker running its solver engine, the source of its collision spheres
+    (as its spec gave it: ``"auto"``, ``"fit"``, a sphere file, or None), and its registered scenes (name ->
     obstacles, at most :data:`MAX_SCENES`)."""
 
     robot: Robot
     worker: EngineWorker
+    collision: str | None
     scenes: dict[str, tuple[Obstacle, ...]] = field(default_factory=dict)
 
 

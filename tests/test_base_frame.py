@@ -118,6 +118,6 @@ def test_the_cli_and_a_server_robot_spec_take_the_base_frame(tmp_path) -> None:
     np.testing.assert_allclose(poses, ik_layer.matrix_to_pose(robot.fk(q)).numpy(), atol=1e-12)
     spec = tmp_path / "robots.json"
     spec.write_text(json.dumps([{"source": str(ERD / path), "ee_frame": ee, "base_frame": base, "name": "arm"}]))
-    served = load_robots([f"@{spec}"], torch.device("cpu"), torch.float64)["arm"]
+    served = load_robots([f"@{spec}"], torch.device("cpu"), torch.float64)["arm"].robot
     assert served.base_frame == base
     torch.testing.assert_close(served.fk(q), robot.fk(q), atol=1e-12, rtol=0)

@@ -4,7 +4,10 @@ scene refused with a 4xx naming it while the server keeps serving."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +20,7 @@ from ik_layer import Box, Sphere
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.shapes import MAX_OBSTACLES
 from ik_layer.model.lie import matrix_to_pose
+from ik_layer.robots import REGISTRY
 from ik_layer.server import Settings
 from ik_layer.server.state import MAX_SCENES
 from tests.conftest import serving
@@ -24,6 +28,8 @@ from tests.conftest import serving
 pytestmark = pytest.mark.anyio
 
 MARGIN = 0.01
+PLANAR_SPHERES = Path(__file__).parent / "data" / "planar3_spheres.yml"  # 4 spheres on planar3's links
+SERVER_OPTION = ("robots.json", '\\"collision\\"')  # the 422 names the robot spec's field (JSON-escaped quotes)
 TABLE = {"type": "box", "pose": [0.6, 0.0, -0.09, 0.0, 0.0, 0.0, 1.0], "size": [0.8, 1.0, 0.1]}
 BALL = {"type": "sphere", "center": [0.35, 0.3, 0.45], "radius": 0.1}
 POLE = {"type": "capsule", "a": [0.5, -0.4, 0.1], "b": [0.5, -0.4, 0.7], "radius": 0.05}
@@ -299,15 +305,60 @@ async def test_a_robot_without_collision_spheres_refuses_obstacles(
     client: httpx.AsyncClient, panda: ik_layer.Robot
 ) -> None:
     body = {"targets": [[0.5, 0.5, 0, 0, 0, 0, 1]], "obstacles": [BALL]}
-    assert_error(await client.post("/v1/robots/planar3/ik", json=body), 422, "collision spheres", "obstacles")
+    refused = await client.post("/v1/robots/planar3/ik", json=body)
+    assert_error(refused, 422, "collision spheres", *SERVER_OPTION)
+    assert refused.json()["detail"][0]["loc"] == ["body", "obstacles"] and "load_robot" not in refused.text
     selfish = {"targets": [[0.5, 0.5, 0, 0, 0, 0, 1]], "self_collision": 1}
-    assert_error(await client.post("/v1/robots/planar3/ik", json=selfish), 422, "self_collision")
+    refused = await client.post("/v1/robots/planar3/ik", json=selfish)
+    assert_error(refused, 422, *SERVER_OPTION)
+    assert refused.json()["detail"][0]["loc"] == ["body", "self_collision"]
     scene = await client.put("/v1/robots/planar3/scenes/x", json={"obstacles": [BALL]})
-    assert_error(scene, 422, "collision spheres")
+    assert_error(scene, 422, "collision spheres", *SERVER_OPTION)
     robots = {r["name"]: r for r in (await client.get("/v1/robots")).json()["robots"]}
-    assert robots["planar3"]["collision_spheres"] == 0
+    assert (robots["planar3"]["collision"], robots["planar3"]["collision_spheres"]) == ("auto", 0)
     assert panda.collision is not None
+    assert robots["panda"]["collision"] == "auto"
     assert robots["panda"]["collision_spheres"] == len(panda.collision.radii) > 0
+
+
+def with_mesh_collisions(urdf: str) -> str:
+    """``urdf`` with a collision mesh on every link ending in a digit (meshes are never read)."""
+    mesh = '<collision><geometry><mesh filename="package://arm/meshes/{}.stl"/></geometry></collision>'
+    return re.sub(r'<link name="(link\d)"/>', lambda m: f'<link name="{m[1]}">{mesh.format(m[1])}</link>', urdf)
+
+
+async def test_a_robot_from_a_spec_file_takes_collision_spheres_for_its_mesh_geometry(tmp_path: Path) -> None:
+    """A URDF whose collision geometry is meshes has no spheres by default ("auto" covers primitives only); its
+    robots.json entry's "collision" gives it some, and it then solves with obstacles over HTTP."""
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(with_mesh_collisions(REGISTRY["planar3"].urdf.read_text()))
+    assert "<mesh" in urdf.read_text()
+    spheres = str(PLANAR_SPHERES)
+    specs = [{"source": str(urdf), "name": "meshes"}, {"source": str(urdf), "name": "balls", "collision": spheres}]
+    (tmp_path / "robots.json").write_text(json.dumps(specs))
+    async with serving(Settings(robots=[f"@{tmp_path / 'robots.json'}"])) as (app, client):
+        listed = {r["name"]: r for r in (await client.get("/v1/robots")).json()["robots"]}
+        assert (listed["meshes"]["collision"], listed["meshes"]["collision_spheres"]) == ("auto", 0)
+        assert (listed["balls"]["collision"], listed["balls"]["collision_spheres"]) == (spheres, 4)
+        balls = app.state.ik.robots["balls"].robot
+        q = torch.tensor([[0.3, 0.6, -0.4], [-0.5, -0.8, 0.9]], dtype=balls.dtype)
+        targets = matrix_to_pose(balls.fk(q)).tolist()
+        ball = {"type": "sphere", "center": [0.5, 0.6, 0.0], "radius": 0.1}
+        body = {"targets": targets, "obstacles": [ball], "collision_margin": MARGIN, "self_collision": 1}
+        assert_error(await client.post("/v1/robots/meshes/ik", json=body), 422, *SERVER_OPTION)
+        response = await client.post("/v1/robots/balls/ik", json=body)
+        assert response.status_code == 200, response.text
+        answers = response.json()["solutions"]
+        assert all(a["success"] for a in answers)
+        cost = CollisionCost.of(
+            balls,
+            [Sphere(ball["center"], ball["radius"])],
+            ik_layer.SolveOptions.build(self_collision=1, collision_margin=MARGIN),
+        )
+        assert cost is not None
+        reference = cost.min_distance(balls, torch.tensor([a["q"] for a in answers], dtype=balls.dtype))
+        torch.testing.assert_close(reported(answers), reference, atol=1e-12, rtol=0)
+        assert bool((reference >= MARGIN).all())
 
 
 async def test_unknown_scenes_and_bad_names_are_refused(client: httpx.AsyncClient) -> None:

@@ -51,8 +51,8 @@ def test_poses_split_position_and_quaternion() -> None:
 
 
 def test_robot_info_describes_the_robot() -> None:
-    robot = ik_layer.load_robot("planar3")
-    assert robot_info(robot) == RobotInfo(
+    robot = ik_layer.load_robot("planar3", collision=None)
+    assert robot_info(robot, None) == RobotInfo(
         name="planar3",
         nq=3,
         dof=3,
@@ -62,8 +62,13 @@ def test_robot_info_describes_the_robot() -> None:
         ee_frame=robot.ee_frame,
         ee_frames=[robot.ee_frame],
         floating_base=False,
+        collision=None,
+        collision_spheres=0,
     )
-    assert robot_info(robot).dof == len(robot_info(robot).joint_names) == len(robot_info(robot).lower)
+    info = robot_info(robot, None)
+    assert info.dof == len(info.joint_names) == len(info.lower)
+    spheres = robot_info(ik_layer.load_robot("panda"), "auto")
+    assert spheres.collision == "auto" and spheres.collision_spheres > 0
 
 
 # --------------------------------------------------------------------------- several end-effector frames
@@ -74,7 +79,7 @@ SOLES = ["left_sole_link", "right_sole_link"]
 
 def test_a_floating_base_robot_lists_its_frames_nq_and_joints_without_the_base(erd_urdf) -> None:
     robot = ik_layer.load_robot(erd_urdf(TALOS), ee_frames=SOLES, floating_base=True, locked={"torso_1_joint": 0.25})
-    info = robot_info(robot)
+    info = robot_info(robot, "auto")
     assert (info.nq, info.dof, info.floating_base) == (7 + 12, 6 + 12, True)  # the legs move
     assert info.ee_frames == SOLES and info.ee_frame == SOLES[0]
     assert info.joint_names == robot.joint_names and len(info.lower) == len(info.upper) == 12
@@ -90,7 +95,7 @@ def test_mimic_joints_are_not_listed_as_locked(tmp_path, tiny_urdf) -> None:
     (tmp_path / "mimic.urdf").write_text(mimic)
     robot = ik_layer.load_robot(tmp_path / "mimic.urdf", "tool")
     assert "j_neg" in robot.mimic
-    assert set(robot_info(robot).locked) == {"j_side"}  # off the chain; j_neg follows j_cont
+    assert set(robot_info(robot, "auto").locked) == {"j_side"}  # off the chain; j_neg follows j_cont
 
 
 def test_poses_and_gradients_of_several_frames_are_keyed_by_frame() -> None:

@@ -106,8 +106,8 @@ def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
     urdf = tmp_path / "arm.urdf"
     urdf.write_text(REGISTRY["planar3"].urdf.read_text())
     robots = load_robots(["ur5e", f"{urdf}:tip"], torch.device("cpu"), torch.float32)
-    assert robots["ur5e"].dtype == torch.float32
-    assert any(r.ee_frame == "tip" for r in robots.values())
+    assert robots["ur5e"].robot.dtype == torch.float32
+    assert any(r.robot.ee_frame == "tip" for r in robots.values())
     with pytest.raises(IKLayerError, match="robot 'ur5e': a second robot named 'ur5e'; give each a name"):
         load_robots(["ur5e", "ur5e"], torch.device("cpu"), torch.float64)
     with pytest.raises(IKLayerError, match=re.escape(f"robot '{urdf}:nope': unknown frame 'nope'")) as info:
@@ -135,6 +135,12 @@ def test_load_robots_from_names_and_paths(tmp_path: Path) -> None:
         ("@{tmp}/robots.json", '[{"source": "ur5e"}, 3]', "entry 2: entry: Input should be a valid dictionary"),
         ("@{tmp}/robots.json", '[{"source": "planar3", "ee_frame": "x"}]', "robots.json' entry 1: unknown frame 'x'"),
         ("@{tmp}/robots.json", b'["\xff"]', "robot spec file '{tmp}/robots.json' is not JSON: 'utf-8' codec"),
+        (
+            "@{tmp}/robots.json",
+            '[{"source": "planar3", "collision": "{tmp}/none.yml"}]',
+            "robots.json' entry 1: cannot read collision spheres {tmp}/none.yml: No such file",
+        ),
+        ("@{tmp}/robots.json", '[{"source": "planar3", "collision": 3}]', "entry 1: collision: Input should be a"),
     ],
 )
 def test_serve_names_a_bad_robot_spec_in_one_line_and_exits_2(
@@ -142,7 +148,7 @@ def test_serve_names_a_bad_robot_spec_in_one_line_and_exits_2(
 ) -> None:
     (tmp_path / "arm.urdf").write_text(REGISTRY["planar3"].urdf.read_text())
     if isinstance(content, str):
-        (tmp_path / "robots.json").write_text(content)
+        (tmp_path / "robots.json").write_text(content.replace("{tmp}", str(tmp_path)))
     elif content is not None:
         (tmp_path / "robots.json").write_bytes(content)
     assert serve(["--robots", robots.replace("{tmp}", str(tmp_path)), "--port", "0"]) == 2
@@ -159,14 +165,44 @@ def test_a_spec_file_names_robots_and_locks_joints(tmp_path: Path, tiny_urdf: Pa
     (tmp_path / "robots.json").write_text(json.dumps(specs))
     robots = load_robots(["ur5e", f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
     assert list(robots) == ["ur5e", "held", "arm"]
-    held = robots["held"]
+    held = robots["held"].robot
     assert "j_cont" not in held.joint_names and "j_prism" not in held.joint_names
-    info = robot_info(held)
+    info = robot_info(held, "auto")
     assert info.name == "held" and info.dof == held.dof == len(info.joint_names)
     assert info.locked["j_cont"] == pytest.approx(0.5) and info.locked["j_prism"] == pytest.approx(0.02)
     full_q = held.to_full_pinocchio_q(torch.zeros(held.dof, dtype=torch.float64))
     joint = held.full_model.joints[held.full_model.getJointId("j_prism")]
     assert float(full_q[joint.idx_q]) == pytest.approx(0.02)
+
+
+PLANAR_SPHERES = Path(__file__).parent / "data" / "planar3_spheres.yml"  # 4 spheres on planar3's links
+
+
+def test_a_spec_file_takes_collision_spheres_as_load_robot_does(tmp_path: Path) -> None:
+    specs = [
+        {"source": "planar3", "name": "bare"},
+        {"source": "planar3", "name": "balls", "collision": str(PLANAR_SPHERES)},
+        {"source": "panda"},
+        {"source": "panda", "name": "no_spheres", "collision": None},
+    ]
+    (tmp_path / "robots.json").write_text(json.dumps(specs))
+    robots = load_robots(["ur5e", f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
+    sources = {name: served.collision for name, served in robots.items()}
+    assert sources == {
+        "ur5e": "auto",
+        "bare": "auto",
+        "balls": str(PLANAR_SPHERES),
+        "panda": "auto",
+        "no_spheres": None,
+    }
+    assert robots["bare"].robot.collision is None and robots["no_spheres"].robot.collision is None
+    balls = robots["balls"].robot
+    assert [link for link, _, _ in balls.collision_spheres] == ["link1", "link1", "link2", "link3"]
+    assert [radius for _, _, radius in balls.collision_spheres] == pytest.approx([0.05, 0.05, 0.05, 0.04])
+    shipped = ik_layer.load_robot("panda").collision
+    assert shipped is not None and len(robots["panda"].robot.collision_spheres) == len(shipped)
+    info = robot_info(balls, robots["balls"].collision)
+    assert (info.collision, info.collision_spheres) == (str(PLANAR_SPHERES), 4)
 
 
 @pytest.mark.parametrize(
@@ -201,15 +237,16 @@ def test_a_spec_file_loads_several_frames_a_floating_base_and_mimic_joints(tmp_p
     (tmp_path / "robots.json").write_text(json.dumps(specs))
     robots = load_robots([f"@{tmp_path / 'robots.json'}"], torch.device("cpu"), torch.float64)
     assert list(robots) == ["solo", "hands", "one_foot", "mimic"]
-    solo, hands = robots["solo"], robots["hands"]
+    solo, hands = robots["solo"].robot, robots["hands"].robot
     assert solo.ee_frames == tuple(FEET) and solo.floating_base and (solo.nq, solo.dof) == (19, 18)
     assert hands.ee_frames == ("gripper_left_base_link", "gripper_right_base_link") and not hands.floating_base
     assert hands.nq == hands.dof == 14 and "torso_1_joint" not in hands.joint_names
-    info = robot_info(hands)
+    info = robot_info(hands, "auto")
     assert info.ee_frames == list(hands.ee_frames) and info.locked["torso_1_joint"] == pytest.approx(0.2)
-    assert robots["one_foot"].ee_frames is None and robots["one_foot"].ee_frame == "FL_FOOT"  # one name: ee_frame
-    assert robot_info(robots["one_foot"]).ee_frames == ["FL_FOOT"]
-    assert robots["mimic"].mimic and "j_neg" not in robot_info(robots["mimic"]).locked
+    one_foot, mimic = robots["one_foot"].robot, robots["mimic"].robot
+    assert one_foot.ee_frames is None and one_foot.ee_frame == "FL_FOOT"  # one name: ee_frame
+    assert robot_info(one_foot, "auto").ee_frames == ["FL_FOOT"]
+    assert mimic.mimic and "j_neg" not in robot_info(mimic, "auto").locked
     q = solo.random_q((3,), generator=torch.Generator().manual_seed(0))
     reference = ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
     torch.testing.assert_close(solo.fk(q), reference.fk(q), rtol=0, atol=0)

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from ik_layer import IKLayerError, Obstacle, SolveOptions, check_collision
+from ik_layer import NoCollisionModel, Obstacle, SolveOptions, check_collision
 from ik_layer.server.body import openapi_body, read_json
 from ik_layer.server.decode import obstacle_shapes, parse
-from ik_layer.server.exceptions import FieldError, SceneNotFound, TooManyScenes
+from ik_layer.server.exceptions import NoCollisionSpheres, SceneNotFound, TooManyScenes
 from ik_layer.server.schemas import ERROR_RESPONSES, SceneInfo, SceneRequest, ScenesResponse
 from ik_layer.server.state import MAX_SCENES, Loaded, get_loaded
 
@@ -58,13 +58,13 @@ def _scene_obstacles(loaded: Loaded, body: bytes) -> tuple[Obstacle, ...]:
     """The checked obstacles of a scene's body.
 
     Raises:
-        FieldError: the robot has no collision spheres.
+        NoCollisionSpheres: the robot has no collision spheres.
     """
     obstacles = obstacle_shapes(parse(SceneRequest, body).obstacles, ("body", "obstacles"))
     try:
         check_collision(loaded.robot, SolveOptions.build(), (obstacles,))
-    except IKLayerError as err:
-        raise FieldError(("body", "obstacles"), str(err)) from None
+    except NoCollisionModel:
+        raise NoCollisionSpheres(("body", "obstacles"), loaded.robot.name) from None
     return obstacles
 
 
