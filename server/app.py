@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
@@ -65,7 +66,7 @@ def create_app(settings: Settings | None = None, robots: Mapping[str, ServedRobo
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, ServedRobot] | None) -> AsyncIterator[None]:
-    """Load and warm up the robots, start one engine worker each, then report ready; undo it all on the way out."""
+    """Load the robots, warm up one engine worker each and start it, then report ready; undo it all on the way out."""
     settings = state.settings
     threads_before = torch.get_num_threads()
     if settings.device == "auto" and state.device == "cpu":
@@ -78,7 +79,6 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
                 load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()
             )
         for name, served in loaded.items():
-            await asyncio.to_thread(warm_up, served.robot, settings.solve_options())
             worker = EngineWorker(
                 name,
                 served.robot,
@@ -89,6 +89,9 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
                 queue_limit=settings.queue_limit,
                 max_work=settings.max_queued_work,
             )
+            start = time.perf_counter()
+            await asyncio.to_thread(warm_up, worker.engine, settings.solve_options())
+            _log.info("%s: warmed up in %.1f s", name, time.perf_counter() - start)
             worker.start()
             state.robots[name] = Loaded(served.robot, worker, served.collision)
         state.ready = True

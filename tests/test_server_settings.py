@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 import ik_layer
 from ik_layer import FrameNotFound, IKLayerError, RobotNotFound
+from ik_layer.engine import Engine
 from ik_layer.robots import REGISTRY
 from ik_layer.server.encode import robot_info
 from ik_layer.server.loading import load_robots, parse_robot_spec, warm_up
@@ -271,4 +272,4 @@ def test_bad_frame_specs_are_refused_naming_the_field(tmp_path: Path, spec: dict
 
 def test_warm_up_runs_a_floating_base_robot_with_several_frames(erd_urdf) -> None:
     robot = ik_layer.load_robot(erd_urdf(SOLO), ee_frames=FEET, floating_base=True)
-    warm_up(robot, ik_layer.SolveOptions(max_iterations=2))
+    warm_up(Engine(robot, capacity=64), ik_layer.SolveOptions(max_iterations=2))
