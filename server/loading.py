@@ -10,10 +10,8 @@ a floating base, active or locked joints, collision spheres). Each robot is serv
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,13 +19,10 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 import ik_layer
-from ik_layer import MODEL_SUFFIXES, IKLayerError, Robot, SolveOptions, Sphere, matrix_to_pose
-from ik_layer.engine import Engine
-from ik_layer.terms import POSTURE, TERMS, SecondaryTerm
+from ik_layer import MODEL_SUFFIXES, IKLayerError, Robot, SolveOptions, matrix_to_pose
+from ik_layer.engine import Engine, warm_up_kernels
 
 __all__ = ["RobotSpec", "ServedRobot", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
-
-_WARM_UP_ITERATIONS = 4
 
 
 class RobotSpec(BaseModel):
@@ -169,60 +164,15 @@ def _spec(path: Path, index: int, item: object) -> RobotSpec:
 
 def warm_up(engine: Engine, options: SolveOptions) -> None:
     """Run every kind of request once on ``engine`` (a worker's, before it starts), so that no first request compiles
-    or loads a kernel: a tiny FK and gradient, and a tiny solve (targets as poses, as requests give them) with each
-    combination of the secondary terms (:data:`ik_layer.terms.TERMS`) with and without the collision term (an
-    obstacle). The engine compiles its kernel per combination that its slots in flight use
-    together, and records its launch at its first use (:class:`ik_layer.engine.launch.BlockLauncher`). Combinations
-    the robot refuses (manipulability off a serial arm, collision without spheres) are left out: no request can run
-    them either.
-
-    The kernels compile in parallel (warp compiles modules in threads, their code generation in turn): each
-    combination first solves on an engine of its own (of ``engine``'s store), then on ``engine``, which then only
-    records its launches.
+    or loads a kernel: a tiny FK and gradient, and a tiny solve of every kernel the engine can launch
+    (:func:`ik_layer.engine.warm_up_kernels`).
 
     Args:
         engine: the engine to warm up.
         options: the server's default solver options (the warm-up's solves run a few iterations).
     """
     robot = engine.robot
-    joints = ((robot.lower + robot.upper) / 2)[None]
-    base = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0] if robot.floating_base else []  # at the origin
-    q = torch.cat((joints.new_tensor([base]), joints), -1)
-    pose = matrix_to_pose(robot.fk(q))
+    q = robot.neutral_q()[None]
+    matrix_to_pose(robot.fk(q))
     ik_layer.target_gradient(robot, q)
-    brief = options.replace(max_iterations=_WARM_UP_ITERATIONS)
-    far_away = Sphere([1e3, 0.0, 0.0], 0.1)  # clear of every answer, as obstacles come from requests (CPU)
-
-    def run(kind: tuple[tuple[SecondaryTerm, ...], bool], on: Engine) -> bool:
-        """Solve once with ``kind``'s terms and collision on ``on``; False where the robot refuses that kind."""
-        terms, collision = kind
-        # a term's option is its gain (0: off), whatever the server's default
-        gains = {term.name: float(term in terms) for term in TERMS if term is not POSTURE}
-        try:
-            ik_layer.solve(
-                robot,
-                pose,
-                brief.replace(self_collision=0, **gains),  # obstacles alone switch the collision term on
-                posture=q if POSTURE in terms else None,
-                obstacles=[far_away] if collision else (),
-                engine=on,
-            )
-        except IKLayerError:
-            if terms or collision:
-                return False  # refused for this robot, as every request of this kind is
-            raise
-        return True
-
-    plain, *others = itertools.product(_subsets(TERMS), (False, True))
-    run(plain, engine)  # alone first: what the other kernels share is built once
-    engines = [Engine(robot, capacity=brief.num_seeds, store=engine.slots.kind) for _ in others]
-    with ThreadPoolExecutor() as pool:
-        taken = list(pool.map(run, others, engines))
-    for kind, takes in zip(others, taken, strict=True):
-        if takes:
-            run(kind, engine)
-
-
-def _subsets(terms: Sequence[SecondaryTerm]) -> Iterator[tuple[SecondaryTerm, ...]]:
-    """Every subset of ``terms``, the empty one first."""
-    return itertools.chain.from_iterable(itertools.combinations(terms, k) for k in range(len(terms) + 1))
+    warm_up_kernels(engine, options)

@@ -10,6 +10,7 @@
   (:class:`~ik_layer.engine.store.TensorStore`, any device).
 * :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over one set of slots.
 * :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).
+* :func:`~ik_layer.engine.warm_up.warm_up_kernels`: every kernel an engine can launch, built before its first request.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.scheduler import CANCELLED, DEADLINE, LONE_WORK, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import STORES, HostStore, TensorStore, open_store
+from ik_layer.engine.warm_up import warm_up_kernels
 
 __all__ = [
     "CANCELLED",
@@ -38,4 +40,5 @@ __all__ = [
     "TensorStore",
     "lm_block_kernel",
     "open_store",
+    "warm_up_kernels",
 ]
