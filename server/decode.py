@@ -31,7 +31,6 @@ from ik_layer import (
     Scenes,
     SolutionSearch,
     SolveOptions,
-    check_collision,
     check_objective,
     check_obstacles,
     check_scenes,
@@ -161,8 +160,7 @@ def ik_job(
         TooManyRows: more targets than ``settings.max_targets``.
         FieldError: a target or weights not keyed by the robot's frames, a warm-start or posture row of the wrong
             length (or a floating base's zero quaternion), a timeout over ``settings.max_timeout``, an unknown
-            scene, too many obstacles, obstacles or self-collision for a robot without collision spheres, or an
-            objective without the warm start or posture it ranks by.
+            scene, too many obstacles, or an objective without the warm start or posture it ranks by.
     """
     places = _places(request)
     _check_rows("targets" if request.goals is None else "goals", len(places), settings.max_targets)
@@ -178,7 +176,7 @@ def ik_job(
     warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else _weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, request.rows)
-    obstacles = _obstacles(robot, request, options, scenes or {})
+    obstacles = _obstacles(robot, request, scenes or {})
     try:
         check_objective(request.num_solutions, request.objective, warm_start, posture)
     except IKLayerError as err:
@@ -234,11 +232,9 @@ def _runs(given: Sequence[ObstacleInput]) -> list[list[ObstacleInput]]:
     return [list(run) for _, run in itertools.groupby(given, key=type)]
 
 
-def _obstacles(
-    robot: Robot, request: IKRequest, options: SolveOptions, scenes: Mapping[str, tuple[Obstacle, ...]]
-) -> Scenes:
-    """The named scene's obstacles, then the request's own (one list for every target, or one per target),
-    checked against the robot's collision model."""
+def _obstacles(robot: Robot, request: IKRequest, scenes: Mapping[str, tuple[Obstacle, ...]]) -> Scenes:
+    """The named scene's obstacles, then the request's own (one list for every target, or one per target), checked
+    in number (the robot's collision model takes them in :func:`prepare`)."""
     shared: tuple[Obstacle, ...] = ()
     if request.scene is not None:
         if request.scene not in scenes:
@@ -252,15 +248,10 @@ def _obstacles(
         obstacles: list[tuple[Obstacle, ...]] = [shared + entry for entry in own]
     else:
         obstacles = [shared + obstacle_shapes(given, field)]
-    loc = field if any(obstacles) else ("body", "self_collision")
     try:
-        checked = check_scenes(obstacles, request.rows)
-        check_collision(robot, options, checked)
-    except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
-        raise NoCollisionSpheres(loc, robot.name) from None
+        return check_scenes(obstacles, request.rows)  # the robot's collision model: by the problem (prepare)
     except IKLayerError as err:
-        raise FieldError(loc, str(err)) from None
-    return checked
+        raise FieldError(field, str(err)) from None
 
 
 def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> Tensor:
@@ -274,41 +265,28 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
     return _configurations(robot, request.q, "q")
 
 
-def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
-    """The checked problems of ``jobs`` on the robot's device, one per job.
-
-    The library's checks of targets and weights (:meth:`Problem.prepare`) run once over the rows of all the jobs
-    (a check costs about as much for one row as for hundreds); each job then takes its rows
-    (:meth:`Problem.select`) with its own options, warm starts and postures (:meth:`Robot.check_q`).
+def prepare(robot: Robot, job: IKJob) -> Problem:
+    """The checked problem of ``job`` on the robot's device: its one :meth:`Problem.prepare`, which every later stage
+    takes as it is.
 
     Raises:
-        IKLayerError: a target, weight, warm start or posture of some job is invalid.
+        NoCollisionSpheres: obstacles or self-collision for a robot served without collision spheres.
+        IKLayerError: a target, weight, warm start or posture of the job is invalid.
     """
     device = robot.device
-    targets = torch.cat([job.targets for job in jobs]).to(device)
-    weights = None
-    if any(job.weights is not None for job in jobs):
-        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
-    checked = Problem.prepare(robot, targets, weights=weights)
-    problems = []
-    start = 0
-    for job in jobs:
-        rows = checked.select(slice(start, start + job.rows))
-        start += job.rows
-        problems.append(
-            rows.with_inputs(
-                robot, job.options, warm_start=job.warm_start, posture=job.posture, obstacles=job.obstacles
-            )
+    try:
+        return Problem.prepare(
+            robot,
+            job.targets.to(device),
+            job.options,
+            warm_start=None if job.warm_start is None else job.warm_start.to(device),
+            weights=None if job.weights is None else job.weights.to(device),
+            posture=None if job.posture is None else job.posture.to(device),
+            obstacles=job.obstacles,
         )
-    return problems
-
-
-def _row_weights(robot: Robot, job: IKJob) -> Tensor:
-    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
-    shape = (job.rows, *robot.target_shape[:-2], 6)
-    if job.weights is None:
-        return torch.ones(shape, dtype=robot.dtype)
-    return job.weights.to(robot.dtype).expand(shape)
+    except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
+        field = "obstacles" if any(job.obstacles) else "self_collision"
+        raise NoCollisionSpheres(("body", field), robot.name) from None
 
 
 def _check_rows(field: str, rows: int, limit: int) -> None:

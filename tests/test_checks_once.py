@@ -1,21 +1,28 @@
 """Check once, then trust: a call checks its inputs exactly once (one :meth:`Problem.prepare`), and every layer below
-takes the checked problem whole: the library's solve, its reference path, goal sets, sets of solutions and the
-differentiable layer."""
+takes the checked problem whole: the library's solve, its reference path, goal sets, sets of solutions, the
+differentiable layer and an HTTP request."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import torch
 
 import ik_layer
 from ik_layer.core import problem as problem_module
 from ik_layer.core.options import SolveOptions
+from ik_layer.model.lie import matrix_to_pose
 from ik_layer.model.robot import Robot
 from ik_layer.reference import solve_reference
+from ik_layer.server import Settings
+from ik_layer.server.decode import ik_job, prepare
+from ik_layer.server.exceptions import NoCollisionSpheres
+from ik_layer.server.schemas import IKRequest
+from tests.conftest import serving
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +99,50 @@ def test_a_checked_problem_is_taken_as_it_is_by_the_engine(robot, checks):
     engine.solve(problem, seed=1)
     solve_reference(robot, problem)
     assert not checks
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def api() -> AsyncIterator[httpx.AsyncClient]:
+    async with serving(Settings(robots=["ur5e"], max_targets=16, num_seeds=2), timeout=120) as (_, client):
+        yield client
+
+
+def pose_rows(robot: ik_layer.Robot, n: int) -> list[list[float]]:
+    return matrix_to_pose(targets(robot, n)).tolist()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"obstacles": [{"type": "sphere", "center": [0.0, 0.6, 0.3], "radius": 0.05}]},
+        {"num_solutions": 2, "objective": "closest", "warm_start": [[0.0] * 6] * 3},
+    ],
+    ids=["plain", "obstacles", "solutions"],
+)
+async def test_an_http_request_is_checked_once(robot, api, checks, fields):
+    response = await api.post("/v1/robots/ur5e/ik", json={"targets": pose_rows(robot, 3), **fields})
+    assert response.status_code == 200, response.text
+    assert dict(checks) == ONCE
+    rows = response.json()["solutions"]  # a list per target with num_solutions
+    assert any(s["success"] for row in rows for s in (row if isinstance(row, list) else [row]))
+
+
+@pytest.mark.anyio
+async def test_an_http_refusal_of_obstacles_names_the_server_option(api, checks, monkeypatch):
+    bare = ik_layer.load_robot("ur5e", collision=None)
+    assert bare.collision is None
+    job = ik_job(bare, IKRequest.model_validate({"targets": [[0.3, 0.2, 0.4, 0, 0, 0, 1]], "self_collision": 1}),
+                 Settings(robots=["ur5e"]))  # fmt: skip
+    with pytest.raises(NoCollisionSpheres, match=r"robots\.json") as refused:
+        prepare(bare, job)
+    assert refused.value.loc == ("body", "self_collision") and checks["check_collision"] == 1

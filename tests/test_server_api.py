@@ -209,9 +209,14 @@ UNREACHABLE = {"position": [5.0, 0.0, 0.0], "orientation": [0.0, 0.0, 0.0, 1.0]}
 
 
 def hostile(app: FastAPI, name: str, n: int, timeout: float) -> dict[str, Any]:
-    """``n`` reachable targets with tolerances no answer meets and the largest budgets: only the deadline stops
-    them (targets beyond the robot's reach would be given up at once)."""
-    _, targets = reachable(robot_of(app, name), n, seed=n)
+    """``n`` targets within reach, tilted 0.5 rad about their x axis (out of a planar arm's plane: its errors never
+    reach 0), with tolerances no answer meets and the largest budgets: only the deadline stops them (targets beyond
+    the robot's reach would be given up at once)."""
+    robot = robot_of(app, name)
+    c, s = np.cos(0.5), np.sin(0.5)
+    tilt = torch.tensor([[1.0, 0, 0, 0], [0, c, -s, 0], [0, s, c, 0], [0, 0, 0, 1]])
+    poses = matrix_to_pose(robot.fk(robot.random_q((n,), generator=make_rng(n))) @ tilt.to(robot.dtype)).tolist()
+    targets = [{"position": p[:3], "orientation": p[3:]} for p in poses]
     never_within = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300}
     return {"targets": targets, "num_seeds": 64, "max_iterations": 10_000, "timeout": timeout, **never_within}
 

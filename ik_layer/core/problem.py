@@ -113,32 +113,6 @@ class Problem:
         """Number of targets ``n``."""
         return self.target.shape[0]
 
-    def with_inputs(
-        self,
-        robot: Robot,
-        options: SolveOptions,
-        *,
-        warm_start: Tensor | None,
-        posture: Tensor | None,
-        obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
-    ) -> Problem:
-        """This problem's targets and weights with other ``options``, ``warm_start`` and ``posture`` (``(nq,)`` or
-        ``(n, nq)``) and ``obstacles``, checked against ``robot`` as :meth:`prepare` checks them.
-
-        Raises:
-            IKLayerError: an argument is invalid; the message names it.
-        """
-        _check_terms(robot, options)
-        scenes = check_scenes(obstacles, self.rows)
-        check_collision(robot, options, scenes)
-        return replace(
-            self,
-            options=options,
-            obstacles=scenes,
-            warm_start=None if warm_start is None else robot.check_q(warm_start.to(robot.device), "warm_start"),
-            posture=None if posture is None else robot.check_q(posture.to(robot.device), "posture"),
-        )
-
     def select(self, rows: slice) -> Problem:
         """The targets ``rows`` (consecutive) as a problem of their own, flat."""
         part = self.target[rows]
