@@ -59,6 +59,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.model.robot import Robot
     from ik_layer.model.sources import MODEL_SUFFIXES
     from ik_layer.robots import builtin_robots
+    from ik_layer.trajectory.problem import velocity_limits
+    from ik_layer.trajectory.solve import TrajectoryResult, solve_trajectory
 
 __version__ = "0.1.0"
 
@@ -99,6 +101,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
         "objective_problem",
     ),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
+    "ik_layer.trajectory.problem": ("velocity_limits",),
+    "ik_layer.trajectory.solve": ("TrajectoryResult", "solve_trajectory"),
     "ik_layer.collision.shapes": (
         "MAX_BATCH_OBSTACLES",
         "MAX_OBSTACLES",
@@ -153,6 +157,7 @@ __all__ = [
     "SolutionSearch",
     "SolveOptions",
     "Sphere",
+    "TrajectoryResult",
     "UnsupportedModelError",
     "as_transform",
     "batch_jacobian",
@@ -176,7 +181,9 @@ __all__ = [
     "register_jacobian",
     "sequential_jacobian",
     "solve",
+    "solve_trajectory",
     "target_gradient",
+    "velocity_limits",
 ]
 
 

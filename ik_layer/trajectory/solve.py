@@ -1,0 +1,179 @@
+"""``ik_layer.solve_trajectory``: clips of T frames solved frame by frame on the engine, within velocity limits.
+
+Frame ``t`` of every clip is one engine solve (:func:`ik_layer.api.solve_problem`), seeded at the frame's pull point
+(:mod:`ik_layer.trajectory.problem`: the previous answer, moved by the acceleration and posture terms). From a seed
+that close, the engine's damped least-squares steps land on the nearest solution, which is (to first order) the
+one nearest the pull point: what the trajectory's cost asks for, at the cost of a plain warm-started solve (the
+engine's posture term polishes towards it too, but costs 10x at 64 clips). Where the engine's answer steps a joint
+faster than its limit (a restart landed on another branch) or it failed, the frame is solved again inside its
+velocity box (:mod:`ik_layer.trajectory.bounded`), so no answer ever exceeds the limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ik_layer.api import solve_problem
+from ik_layer.core.options import SolveOptions
+from ik_layer.engine import Engine
+from ik_layer.model.robot import Robot
+from ik_layer.trajectory.bounded import solve_in_box
+from ik_layer.trajectory.problem import TrajectoryProblem, joint_difference
+
+__all__ = ["TrajectoryResult", "solve_trajectory"]
+
+
+@dataclass(frozen=True)
+class TrajectoryResult:
+    """Solutions of clips of T frames; every field has the clips' batch shape and the frame axis, ``(..., T)``.
+
+    Attributes:
+        q: (..., T, nq) configurations (a floating base first), inside the joint limits.
+        success: (..., T) bool: the frame's pose within the tolerances, its step within the velocity limits.
+        position_error: (..., T) [m] (the worst end-effector frame's).
+        orientation_error: (..., T) [rad] (the worst end-effector frame's).
+        max_step: (..., T) [rad or m] the largest joint motion from the previous frame (from ``warm_start`` for
+            the first frame; 0 there without one); a floating base's motion is not counted.
+        velocity_ratio: (..., T) the largest ``|step_j| / (v_max_j dt)``: at most 1 (within the limits).
+        bounded: (..., T) bool: frames solved again inside their velocity box (the engine's answer stepped too
+            far or failed); :func:`~ik_layer.ik_trajectory` gives them zero gradient.
+    """
+
+    q: Tensor
+    success: Tensor
+    position_error: Tensor
+    orientation_error: Tensor
+    max_step: Tensor
+    velocity_ratio: Tensor
+    bounded: Tensor
+
+
+def solve_trajectory(
+    robot: Robot,
+    target: Tensor,
+    options: SolveOptions | None = None,
+    *,
+    dt: float,
+    velocity_limit: Tensor | float | None = None,
+    acceleration: float = 0.0,
+    warm_start: Tensor | None = None,
+    weights: Tensor | None = None,
+    posture: Tensor | None = None,
+    posture_weight: float = 0.01,
+    generator: torch.Generator | None = None,
+    engine: Engine | None = None,
+    **option_changes: Any,
+) -> TrajectoryResult:
+    """Solve clips of T targets each, frame after frame, every step within the joint velocity limits.
+
+    Args:
+        robot: the robot; its dtype and device are used throughout.
+        target: (..., T, [F,] 4, 4) or (..., T, [F,] 7) ``T_base_ee`` targets: T frames per clip (F end-effector
+            frames as :func:`~ik_layer.solve` takes them), clips in the leading dimensions.
+        options: the solver's options (default: :class:`~ik_layer.SolveOptions` defaults); secondary terms
+            (``centring``, ``manipulability``, ``self_collision``) are refused.
+        dt: [s] time between frames (> 0).
+        velocity_limit: joint velocity limits [rad/s or m/s], one number or (joints,) (``inf``: none); default
+            the model's ``<limit velocity>`` (:func:`~ik_layer.trajectory.problem.velocity_limits`).
+        acceleration: weight of the acceleration cost against the velocity cost (0: none), see
+            :mod:`ik_layer.trajectory.problem`.
+        warm_start: (nq,) or (..., nq) the configuration each clip rests at before its first frame: the first
+            frame's seed, and its step is bounded from it. Without one, the first frame is solved freely.
+        weights: (6,), (..., T, 6) or per frame (..., T, F, 6) error weights, as :func:`~ik_layer.solve` takes them.
+        posture: (nq,) or (..., nq) preferred configuration each frame is pulled towards (joints only).
+        posture_weight: weight of the posture cost against the velocity cost (per frame).
+        generator: random generator of the engine's seeds (reproducible results).
+        engine: the :class:`~ik_layer.Engine` of ``robot`` to solve on (default: its shared one).
+        **option_changes: options to change, by name (``position_tolerance=1e-5``), over ``options``.
+
+    Returns:
+        A :class:`TrajectoryResult` of shape (..., T).
+
+    Raises:
+        IKLayerError: an argument is invalid (a target without a frame axis, NaN targets, ``dt <= 0``, a velocity
+            limit <= 0, ...); the message names it.
+    """
+    checked = TrajectoryProblem.prepare(
+        robot,
+        target,
+        options,
+        dt=dt,
+        velocity_limit=velocity_limit,
+        acceleration=acceleration,
+        warm_start=warm_start,
+        weights=weights,
+        posture=posture,
+        posture_weight=posture_weight,
+        **option_changes,
+    )
+    return solve_frames(robot, checked, generator=generator, engine=engine)
+
+
+def solve_frames(
+    robot: Robot,
+    checked: TrajectoryProblem,
+    *,
+    generator: torch.Generator | None = None,
+    engine: Engine | None = None,
+) -> TrajectoryResult:
+    """:func:`solve_trajectory` of a checked problem, taken as it is."""
+    frames, clips, problem = checked.frames, checked.clips, checked.problem
+    step = checked.limit * checked.dt
+    q = problem.target.new_empty(frames, clips, robot.nq)
+    success = torch.empty(frames, clips, dtype=torch.bool, device=robot.device)
+    position, orientation = (problem.target.new_empty(frames, clips) for _ in range(2))
+    bounded = torch.zeros(frames, clips, dtype=torch.bool, device=robot.device)
+    prev = before = checked.start
+    for t in range(frames):
+        part = checked.frame(t)
+        pull = checked.pull(robot, prev, before)
+        seed = None if pull is None else robot.wrap(pull)
+        answer = solve_problem(robot, replace(part, warm_start=seed), generator=generator, engine=engine)
+        q[t], success[t] = answer.q, answer.success
+        position[t], orientation[t] = answer.position_error, answer.orientation_error
+        if prev is not None:
+            too_far = (joint_difference(robot, answer.q, prev).abs() > step).any(-1) | ~answer.success
+            if bool(too_far.any()):
+                rows = too_far.nonzero().squeeze(-1)
+                assert seed is not None  # a frame with a predecessor has a pull point
+                fixed = solve_in_box(
+                    robot, part.target[rows], part.weights[rows], seed[rows], prev[rows], step, part.options
+                )
+                q[t, rows], success[t, rows], position[t, rows], orientation[t, rows] = fixed
+                bounded[t, rows] = True
+        before = q[t] if prev is None else prev
+        prev = q[t]
+    return _result(robot, checked, q, success, position, orientation, bounded)
+
+
+def _result(
+    robot: Robot,
+    checked: TrajectoryProblem,
+    q: Tensor,
+    success: Tensor,
+    position: Tensor,
+    orientation: Tensor,
+    bounded: Tensor,
+) -> TrajectoryResult:
+    """The frame-major answers (T, clips, ...) as a :class:`TrajectoryResult` of shape (..., T)."""
+    previous = torch.cat((q[:1] if checked.start is None else checked.start[None], q[:-1]))
+    moved = joint_difference(robot, q, previous).abs()
+    ratio = (moved / (checked.limit * checked.dt)).amax(-1) if moved.shape[-1] else moved.sum(-1)
+    steps = moved.amax(-1) if moved.shape[-1] else moved.sum(-1)
+
+    def clip_major(x: Tensor) -> Tensor:
+        return x.transpose(0, 1).reshape(*checked.batch, checked.frames, *x.shape[2:])
+
+    return TrajectoryResult(
+        q=clip_major(q),
+        success=clip_major(success & (ratio <= 1)),
+        position_error=clip_major(position),
+        orientation_error=clip_major(orientation),
+        max_step=clip_major(steps),
+        velocity_ratio=clip_major(ratio),
+        bounded=clip_major(bounded),
+    )
