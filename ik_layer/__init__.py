@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.model.robot import Robot
     from ik_layer.model.sources import MODEL_SUFFIXES
     from ik_layer.robots import builtin_robots
+    from ik_layer.trajectory.gradient import ik_trajectory
     from ik_layer.trajectory.problem import velocity_limits
     from ik_layer.trajectory.solve import TrajectoryResult, solve_trajectory
 
@@ -101,6 +102,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
         "objective_problem",
     ),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
+    "ik_layer.trajectory.gradient": ("ik_trajectory",),
     "ik_layer.trajectory.problem": ("velocity_limits",),
     "ik_layer.trajectory.solve": ("TrajectoryResult", "solve_trajectory"),
     "ik_layer.collision.shapes": (
@@ -172,6 +174,7 @@ __all__ = [
     "engines",
     "ik",
     "ik_solve",
+    "ik_trajectory",
     "implicit_inverse",
     "implicit_root",
     "jacobian_rules",

@@ -24,7 +24,7 @@ from ik_layer.model.robot import Robot
 from ik_layer.trajectory.bounded import solve_in_box
 from ik_layer.trajectory.problem import TrajectoryProblem, joint_difference
 
-__all__ = ["TrajectoryResult", "solve_trajectory"]
+__all__ = ["TrajectoryResult", "result_of", "solve_frames", "solve_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,10 @@ def solve_frames(
                 bounded[t, rows] = True
         before = q[t] if prev is None else prev
         prev = q[t]
-    return _result(robot, checked, q, success, position, orientation, bounded)
+    return result_of(robot, checked, q, success, position, orientation, bounded)
 
 
-def _result(
+def result_of(
     robot: Robot,
     checked: TrajectoryProblem,
     q: Tensor,
