@@ -52,7 +52,7 @@ def check_quaternion_norm(norm: float, name: str) -> None:
 def check_rigid(t: Any, name: str) -> None:
     """Raise unless ``t`` (..., 4, 4) is a rigid transform: orthonormal, det +1, bottom row [0, 0, 0, 1].
 
-    ``t`` is a numpy array or a torch tensor (on any device): indexing, arithmetic and a tensor's own ``det``, so
+    ``t`` is a numpy array or a torch tensor (on any device): only indexing and arithmetic are used on a tensor, so
     the same check serves both without importing torch. Tolerance 1e-6 for float64, else 1e-3.
     """
     if math.prod(t.shape) == 0:
@@ -61,7 +61,7 @@ def check_rigid(t: Any, name: str) -> None:
     rot = t[..., :3, :3]
     gram = rot.swapaxes(-1, -2) @ rot  # a new array: its diagonal (every 4th of 9 entries) may change in place
     gram.reshape(*gram.shape[:-2], 9)[..., ::4] -= 1
-    det = rot.det() if hasattr(rot, "det") else np.linalg.det(rot)  # a tensor's method; numpy's function
+    det = np.linalg.det(rot) if isinstance(rot, np.ndarray) else _determinant(rot)  # numpy: one call (small arrays)
     # "not <=": a NaN deviation (overflowing entries) fails too
     if not bool(abs(gram).max() <= tol) or bool(det.min() < 0):
         raise IKLayerError(f"{name} rotation blocks must be orthonormal with determinant +1 (to {tol:g})")
@@ -69,6 +69,17 @@ def check_rigid(t: Any, name: str) -> None:
     bottom[..., 3] -= 1
     if not bool(abs(bottom).max() <= tol):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")
+
+
+def _determinant(rot: Any) -> Any:
+    """Determinants (...) of 3x3 blocks ``rot`` (..., 3, 3) by the triple product, in elementwise arithmetic (a
+    batched LU factorisation costs far more for many small matrices)."""
+    x, y, z = rot[..., :, 0], rot[..., :, 1], rot[..., :, 2]
+    return (
+        x[..., 0] * (y[..., 1] * z[..., 2] - y[..., 2] * z[..., 1])
+        - x[..., 1] * (y[..., 0] * z[..., 2] - y[..., 2] * z[..., 0])
+        + x[..., 2] * (y[..., 0] * z[..., 1] - y[..., 1] * z[..., 0])
+    )
 
 
 def as_checked(x: np.ndarray, name: str) -> np.ndarray:
