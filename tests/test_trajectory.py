@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -193,3 +196,13 @@ def test_a_nan_frame_is_refused(ur5e):
     target[3, 0, 3] = float("nan")
     with pytest.raises(ik_layer.NonFiniteError, match="target"):
         ik_layer.solve_trajectory(ur5e, target, dt=DT)
+
+
+def test_retarget_talos_example_confirms_its_clip():
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "retarget_talos.py"), "--frames", "100"],
+        capture_output=True, text=True, timeout=300, cwd=root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits 1 unless Pinocchio confirms 99.5 %
+    assert "100.00% confirmed by Pinocchio" in done.stdout
