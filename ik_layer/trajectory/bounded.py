@@ -7,8 +7,9 @@ failed, are solved again here from the pull point with every joint held inside
     [max(lower, q_prev - v dt), min(upper, q_prev + v dt)]
 
 by Levenberg-Marquardt steps whose joints at a bound that push outwards are left out of the step (an active set),
-so an answer never steps faster than the limits allow; a frame that cannot be reached inside its box comes back
-with ``success=False`` and the closest configuration found there.
+at most ``BOX_ITERATIONS`` (or ``max_iterations``) of them, so an answer never steps faster than the limits allow;
+a frame that cannot be reached inside its box comes back with ``success=False`` and the closest configuration found
+there.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 from ik_layer.trajectory.problem import base_nv, joint_difference
 
-__all__ = ["BOX_MARGIN", "frame_errors_of", "solve_in_box"]
+__all__ = ["BOX_ITERATIONS", "BOX_MARGIN", "frame_errors_of", "solve_in_box"]
 
 BOX_MARGIN = 1e-6
 """The box's half-width is ``v dt (1 - BOX_MARGIN)``: an answer's step stays below ``v dt`` after rounding."""
+
+BOX_ITERATIONS = 50
+"""Most LM steps of a frame in its box: from a seed this near a reachable frame converges in a few."""
 
 _DAMPING = 1e-3  # first LM damping, relative to the mean diagonal of J^T J; x0.3 after a good step, x10 after a bad
 _ACTIVE_SET_ROUNDS = 2  # solves per step: the joints pushing out of the box leave the step, then once more
@@ -57,7 +61,7 @@ def solve_in_box(
         seed: (n, nq) first configurations (clamped into the box first).
         prev: (n, nq) the previous frame's configurations.
         step: (joints,) the largest step of each joint [rad or m] (``inf``: none).
-        options: the tolerances and ``max_iterations``.
+        options: the tolerances and ``max_iterations`` (at most :data:`BOX_ITERATIONS` are run).
 
     Returns:
         ``q`` (n, nq) inside the box and the joint limits, ``success`` (n,), position [m] and orientation [rad]
@@ -79,7 +83,7 @@ def solve_in_box(
     error, position, orientation = frame_errors_of(robot, q, target, weights)
     cost = ((sqrt_w.reshape(q.shape[0], -1) * error) ** 2).sum(-1)
     damping = torch.full_like(cost, _DAMPING)
-    for _ in range(options.max_iterations):
+    for _ in range(min(options.max_iterations, BOX_ITERATIONS)):
         done = (position <= options.position_tolerance) & (orientation <= options.orientation_tolerance)
         if bool(done.all()):
             break
