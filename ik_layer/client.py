@@ -52,7 +52,7 @@ except ImportError as err:  # pragma: no cover - depends on the install
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from ik_layer.reference import IKResult
+    from ik_layer.core.result import IKResult
 
     ArrayLike = Tensor | np.ndarray | Sequence[Any]
     Array = Tensor | np.ndarray  # a result: a tensor for tensor input (unless numpy=True), else a numpy array

@@ -48,7 +48,7 @@ def solve_reference(
     DEADLINE.
     """
     collision = CollisionCost.of(robot, problem.obstacles, problem.options)
-    run = _Problem(
+    run = _Solve(
         robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision,
         posture_seeds=problem.posture_seeds,
     )  # fmt: skip
@@ -57,8 +57,9 @@ def solve_reference(
     return IKResult(q, ok, pos_err, ori_err, iters, least, pair, status).reshaped(problem.batch)
 
 
-class _Problem:
-    """The solver's state: targets, options and the per-target best solution so far."""
+class _Solve:
+    """One run of the reference solver over a checked problem's rows: its targets, options and terms, and each
+    target's best solution so far (:func:`solve_reference` builds it from a :class:`~ik_layer.core.problem.Problem`)."""
 
     def __init__(
         self,
@@ -278,13 +279,13 @@ class _LMState:
         return self.polish_age >= 0
 
     @staticmethod
-    def start(problem: _Problem, rows: Tensor, q: Tensor) -> _LMState:
-        e, jac, cost = _evaluate(problem, rows, q)
+    def start(solve: _Solve, rows: Tensor, q: Tensor) -> _LMState:
+        e, jac, cost = _evaluate(solve, rows, q)
         mu, age = torch.full_like(cost, LM.mu_init), torch.zeros_like(cost, dtype=torch.long)
         polish_age, polished = torch.full_like(age, -1), torch.zeros_like(cost, dtype=torch.bool)
         return _LMState(q, e, jac, cost, mu, age, polish_age, torch.ones_like(cost), polished)
 
-    def step(self, problem: _Problem, rows: Tensor) -> _LMState:
+    def step(self, solve: _Solve, rows: Tensor) -> _LMState:
         """One damped Gauss-Newton step per seed, kept only where it lowers the cost.
 
         Joints the step would push past a limit are set at that limit, and the step
@@ -293,17 +294,17 @@ class _LMState:
         lower the cost falls back on the plain one: the pull must never hold a seed back from its target. Polishing
         seeds take :meth:`_polish`'s step instead, pulled by the collision term too.
         """
-        robot = problem.robot
+        robot = solve.robot
         floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
-        w = problem.weights[rows, None]
-        pull = -problem.terms_gradient(rows, self.q, self.jac) if problem.terms else None
+        w = solve.weights[rows, None]
+        pull = -solve.terms_gradient(rows, self.q, self.jac) if solve.terms else None
         q_new, info = self._candidate(robot, w, damping, pull)
-        e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
+        e_new, jac_new, cost_new = _evaluate(solve, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
         if pull is not None:
             q_plain, info_plain = self._candidate(robot, w, damping, None)
-            e_plain, jac_plain, cost_plain = _evaluate(problem, rows, q_plain)
+            e_plain, jac_plain, cost_plain = _evaluate(solve, rows, q_plain)
             plain = ~accept & (cost_plain < self.cost) & (info_plain == 0)
             p3, p4 = plain[..., None], plain[..., None, None]
             q_new, e_new = torch.where(p3, q_plain, q_new), torch.where(p3, e_plain, e_new)
@@ -321,11 +322,11 @@ class _LMState:
             polish_scale=self.polish_scale,
             polished=self.polished,
         )
-        if not problem.pulls:
+        if not solve.pulls:
             return stepped
-        return self._polish(problem, rows, stepped, damping)
+        return self._polish(solve, rows, stepped, damping)
 
-    def _polish(self, problem: _Problem, rows: Tensor, stepped: _LMState, damping: Tensor) -> _LMState:
+    def _polish(self, solve: _Solve, rows: Tensor, stepped: _LMState, damping: Tensor) -> _LMState:
         """``stepped`` with the polishing seeds' step instead (:data:`ik_layer.core.lm.LM`'s ``polish_*``), the damping
         unchanged. Within tolerance: the pulled step at the seed's polish scale, kept iff the terms' cost falls and
         the errors stay within ``polish_slack`` times the tolerances (the scale then doubles, up to
@@ -335,16 +336,16 @@ class _LMState:
         refused, or ``polish_iterations`` after its first success (``polish_in_collision`` while its target has no
         success yet); with the collision term alone (no secondary terms), also at a kept step within tolerance that
         is collision-free."""
-        robot, w = problem.robot, problem.weights[rows, None]
-        s_now, gradient = problem.secondary(rows, self.q, self.jac)[:2]
+        robot, w = solve.robot, solve.weights[rows, None]
+        s_now, gradient = solve.secondary(rows, self.q, self.jac)[:2]
         pull = -gradient
-        within = problem.score(self.e, rows) <= 1
+        within = solve.score(self.e, rows) <= 1
         q_pulled, info_pulled = self._candidate(robot, w, damping, self.polish_scale[..., None] * pull)
         q_plain, info_plain = self._candidate(robot, w, damping, None)
         q_new, info = torch.where(within[..., None], q_pulled, q_plain), torch.where(within, info_pulled, info_plain)
-        e_new, jac_new, cost_new = _evaluate(problem, rows, q_new)
-        s_new, _, least_new, _ = problem.secondary(rows, q_new, jac_new)
-        score = problem.score(e_new, rows)
+        e_new, jac_new, cost_new = _evaluate(solve, rows, q_new)
+        s_new, _, least_new, _ = solve.secondary(rows, q_new, jac_new)
+        score = solve.score(e_new, rows)
         on = self.polishing
         lower = torch.where(within, (score <= LM.polish_slack) & (s_new < s_now), cost_new < self.cost)
         kept = on & (info == 0) & lower
@@ -354,10 +355,10 @@ class _LMState:
         scale = torch.where(within, scale, self.polish_scale)
         given_up = ~kept & torch.where(within, scale < LM.polish_min_scale, True)
         done = converged | given_up | (self.polish_age + 1 >= LM.polish_iterations)
-        colliding = problem.best_rank[rows, None] >= 1  # no success recorded yet: still in collision
+        colliding = solve.best_rank[rows, None] >= 1  # no success recorded yet: still in collision
         done = done | (colliding & (self.polish_age + 1 >= LM.polish_in_collision))
-        if problem.collision is not None and not problem.terms:  # collision alone: free is enough
-            done = done | (kept & within & (score <= 1) & problem.collision.free(least_new))
+        if solve.collision is not None and not solve.terms:  # collision alone: free is enough
+            done = done | (kept & within & (score <= 1) & solve.collision.free(least_new))
         k3, k4, o3, o4 = kept[..., None], kept[..., None, None], on[..., None], on[..., None, None]
         return _LMState(
             q=torch.where(k3, q_new, torch.where(o3, self.q, stepped.q)),
@@ -385,10 +386,10 @@ class _LMState:
         """The state of the targets in ``keep`` (A,) bool."""
         return _LMState(*(x[keep] for x in vars(self).values()))
 
-    def restart(self, problem: _Problem, rows: Tensor, stalled: Tensor, fresh: Tensor) -> _LMState:
+    def restart(self, solve: _Solve, rows: Tensor, stalled: Tensor, fresh: Tensor) -> _LMState:
         """Restart the ``stalled`` (A, S) seeds from ``fresh`` configurations."""
         q = torch.where(stalled[..., None], fresh, self.q)
-        e, jac, cost = _evaluate(problem, rows, q)
+        e, jac, cost = _evaluate(solve, rows, q)
         s3, s4 = stalled[..., None], stalled[..., None, None]
         return _LMState(
             q=q,
@@ -429,9 +430,9 @@ def _damped_step(jac: Tensor, e: Tensor, w: Tensor, damping: Tensor, pull: Tenso
     return sol[..., 0] + pull - sol[..., 1], info  # (I - H_l^-1 H) pull: null-space motion
 
 
-def _evaluate(problem: _Problem, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _evaluate(solve: _Solve, rows: Tensor, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Error (A, S, 6F), Jacobian of the poses (A, S, 6F, dof) and weighted cost (A, S) at ``q`` (A, S, nq)."""
-    pose, jac = problem.robot.kinematics(q, jacobian=True)  # unchecked: no host sync per iteration
-    e = pose_error(problem.target[rows, None], pose).flatten(q.dim() - 1)
-    cost = (problem.weights[rows, None] * e * e).sum(-1)
+    pose, jac = solve.robot.kinematics(q, jacobian=True)  # unchecked: no host sync per iteration
+    e = pose_error(solve.target[rows, None], pose).flatten(q.dim() - 1)
+    cost = (solve.weights[rows, None] * e * e).sum(-1)
     return e, jac.flatten(q.dim() - 1, -2), cost

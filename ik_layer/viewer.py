@@ -34,12 +34,12 @@ from ik_layer.api import solve
 from ik_layer.collision.shapes import Box, Capsule, Obstacle, Sphere, check_obstacles, flattened
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import check_collision
+from ik_layer.core.result import IKResult
 from ik_layer.exceptions import IKLayerError
 from ik_layer.loading import load_robot
 from ik_layer.model.joints import motion_axis
 from ik_layer.model.lie import as_transform, matrix_to_pose
 from ik_layer.model.robot import Robot
-from ik_layer.reference import IKResult
 from ik_layer.robots import REGISTRY
 
 try:

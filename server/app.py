@@ -15,10 +15,10 @@ from fastapi import FastAPI
 from ik_layer.server import routes
 from ik_layer.server.body import document_bodies
 from ik_layer.server.errors import install_error_handlers
-from ik_layer.server.loading import ServedRobot, load_robots, warm_up
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.middleware import BodyLimitMiddleware, MetricsMiddleware
 from ik_layer.server.schemas import FKRequest, IKRequest, SceneRequest
+from ik_layer.server.served_robots import ServedRobot, load_robots, warm_up
 from ik_layer.server.settings import Settings, cuda_missing_reason
 from ik_layer.server.state import Loaded, ServerState
 from ik_layer.server.worker import EngineWorker

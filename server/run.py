@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from ik_layer import IKLayerError
 from ik_layer.server.app import create_app
-from ik_layer.server.loading import load_robots
 from ik_layer.server.protocol import header_timeout_protocol
+from ik_layer.server.served_robots import load_robots
 from ik_layer.server.settings import parse_settings
 from ik_layer.server.state import ServerState
 

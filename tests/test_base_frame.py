@@ -102,7 +102,7 @@ def test_the_cli_and_a_server_robot_spec_take_the_base_frame(tmp_path) -> None:
     import json
 
     from ik_layer.cli.main import main
-    from ik_layer.server.loading import load_robots
+    from ik_layer.server.served_robots import load_robots
 
     path, _, ee, _ = ARMS["tiago"]
     robot, base = arm("tiago")

@@ -26,7 +26,7 @@ from ik_layer import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.engine import CANCELLED, DEADLINE, RUNNING, SOLVED, BlockLauncher, Engine, TensorStore, open_store
 from ik_layer.model.lie import matrix_to_pose, pose_error
-from ik_layer.reference import _LMState, _Problem
+from ik_layer.reference import _LMState, _Solve
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path, serving
 
@@ -103,7 +103,7 @@ def test_one_kernel_iteration_equals_the_eager_step(name: str) -> None:
     options = SolveOptions(check_every=1000, restart_after=10_000)
     rows = torch.arange(n, device=DEVICE)
     weights = torch.ones(n, *robot.target_shape[:-2], 6, dtype=F64, device=DEVICE)
-    problem = _Problem(robot, target, weights, options, None, None)
+    problem = _Solve(robot, target, weights, options, None, None)
     start = _LMState.start(problem, rows, q0[:, None])
     ref = start.step(problem, rows)
     slots = open_store(robot, n)

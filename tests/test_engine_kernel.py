@@ -1,6 +1,6 @@
 """The fused LM block kernel (ik_layer.engine) against the eager solver's math, and its solves verified.
 
-The eager solver (``ik_layer.reference._LMState`` / ``_Problem``) is the reference: one kernel
+The eager solver (``ik_layer.reference._LMState`` / ``_Solve``) is the reference: one kernel
 iteration from the same state must give the same q, damping and cost; whole trajectories that never
 restart must end at the same iteration with the same answer. Solutions are verified by recomputing
 their errors in float64 with ``Robot.fk`` and ``lie.pose_error``, never only with the kernel's flag.
@@ -36,7 +36,7 @@ from ik_layer.engine import (
 from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.model.trig import sin_cos_function
-from ik_layer.reference import _LMState, _Problem
+from ik_layer.reference import _LMState, _Solve
 from ik_layer.terms import TERMS, gains_of, rank_of_cost, secondary_cost, secondary_gradient
 from ik_layer.testing import solve_on_engine
 
@@ -177,7 +177,7 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
     pulling = options.replace(**gain_options(secondary))
 
     def eager_step(options: SolveOptions, posture: torch.Tensor | None) -> tuple[_LMState, _LMState]:
-        problem = _Problem(robot, target, weights, options, posture, None)
+        problem = _Solve(robot, target, weights, options, posture, None)
         start = _LMState.start(problem, all_rows, q0[:, None])
         start = dataclasses.replace(start, mu=mu[:, None])
         return start, start.step(problem, all_rows)
@@ -315,7 +315,7 @@ def test_progress_check_restarts_as_the_eager_rule(restart_after: int) -> None:
     target = robot.fk(robot.random_q((n,), generator=g))
     options = SolveOptions(check_every=4, restart_after=restart_after)
     weights = torch.ones(n, 6, dtype=F64)
-    problem = _Problem(robot, target, weights, options, None, None)
+    problem = _Solve(robot, target, weights, options, None, None)
     rows = torch.arange(n)
     start = state = _LMState.start(problem, rows, q0[:, None])
     for _ in range(4):

@@ -21,7 +21,7 @@ from ik_layer.engine import EXHAUSTED, RUNNING, SOLVED, BlockLauncher, Engine, o
 from ik_layer.engine.reach import reach
 from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
-from ik_layer.reference import _LMState, _Problem
+from ik_layer.reference import _LMState, _Solve
 from ik_layer.testing import random_configurations
 from tests.conftest import erd_urdf_path
 from tests.test_model_mimic import CHAIN
@@ -101,7 +101,7 @@ def test_one_iteration_matches_eager_step(name: str, dtype: torch.dtype, with_po
     options = SolveOptions(check_every=1000, restart_after=10_000)
     rows = torch.arange(n)
 
-    problem = _Problem(robot, target, weights, options, posture, None)
+    problem = _Solve(robot, target, weights, options, posture, None)
     start = dataclasses.replace(_LMState.start(problem, rows, q0[:, None]), mu=mu[:, None])
     ref = start.step(problem, rows)
     slots = open_store(robot, n)

@@ -15,8 +15,8 @@ from ik_layer import FrameNotFound, IKLayerError, RobotNotFound
 from ik_layer.engine import Engine
 from ik_layer.robots import REGISTRY
 from ik_layer.server.encode import robot_info
-from ik_layer.server.loading import load_robots, parse_robot_spec, warm_up
 from ik_layer.server.run import serve
+from ik_layer.server.served_robots import load_robots, parse_robot_spec, warm_up
 from ik_layer.server.settings import Settings, parse_settings
 
 

@@ -42,13 +42,12 @@ from ik_layer.cli.files import (
 from ik_layer.collision.scene import load_scene
 from ik_layer.collision.shapes import Obstacle
 from ik_layer.core.options import OPTION_SPECS, OptionSpec, SolveOptions
-from ik_layer.core.result import ROW_STATUS
+from ik_layer.core.result import ROW_STATUS, IKResult
 from ik_layer.core.solutions import OBJECTIVES
 from ik_layer.exceptions import CLIError, IKLayerError, InputFileError
 from ik_layer.loading import load_robot
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.model.robot import Robot
-from ik_layer.reference import IKResult
 from ik_layer.robots import REGISTRY
 
 __all__ = ["main"]

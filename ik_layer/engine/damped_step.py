@@ -29,7 +29,7 @@ def step_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     def damped_solve(jac: jac_t, e: vecr, w: vecr, damping: f, free: vect, pull: vect, use_pull: wp.int32):
         """``(H + damping I)^-1 J_f^T W e`` with ``H = J_f^T W J_f``, ``J_f`` the columns where ``free`` is 1
         (the others 0), by ``L D L^T``, plus ``pull - (H + damping I)^-1 H pull`` if ``use_pull`` (as
-        ``solver._damped_step``); and 1 if every pivot was positive, else 0 (a rejected step)."""
+        ``ik_layer.reference._damped_step``); and 1 if every pivot was positive, else 0 (a rejected step)."""
         h = hess_t()
         y = vect()
         z = vect()  # H pull, then its damped solve
@@ -104,7 +104,7 @@ def step_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         chain: Chain,
     ):
         """The configuration one damped step leads to (one active-set pass for the joints it pushes past a limit,
-        as ``solver._LMState._candidate``), and 1 if its solves succeeded, else 0."""
+        as ``ik_layer.reference._LMState._candidate``), and 1 if its solves succeeded, else 0."""
         ones = vect()
         for a in range(dof):
             ones[a] = f(1.0)

@@ -1,8 +1,8 @@
 """The fused Levenberg-Marquardt block kernel: one warp thread per slot, ``block`` iterations per launch.
 
 One launch advances every RUNNING slot by up to ``block`` iterations of the eager solver's step
-(:meth:`ik_layer.reference._LMState.step`) and bookkeeping (:meth:`ik_layer.reference._Problem._record`,
-the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), for one seed per slot:
+(:meth:`ik_layer.reference._LMState.step`) and bookkeeping (:meth:`ik_layer.reference._Solve._record`,
+the progress checks and restarts of :meth:`ik_layer.reference._Solve.run`), for one seed per slot:
 
 1. at the block start: forward kinematics, Jacobian (``LOCAL_WORLD_ALIGNED``, rows [linear;
    angular] per end-effector frame) and error ``e = [p_t - p; log(R_t R^T)]`` per frame at ``q``; a
@@ -17,7 +17,7 @@ the progress checks and restarts of :meth:`ik_layer.reference._Problem.run`), fo
    plain step's, if that one does;
 4. the score ``max(|e_p| / tol_p, |e_r| / tol_o)`` over the weighted axes of the worst frame: <= 1 is
    SOLVED, else the slot keeps its best configuration so far; ``best_score`` holds the rank of
-   ``_Problem._record``: the score, or :func:`ik_layer.terms.rank_of_cost` (in (0.25, 0.75)) of the secondary cost for
+   ``_Solve._record``: the score, or :func:`ik_layer.terms.rank_of_cost` (in (0.25, 0.75)) of the secondary cost for
    a success with secondary terms, so that among seeds of one target solved together the cheapest ranks first;
 5. every ``check_every`` iterations a slot that progressed too little, ran ``restart_after``
    iterations or stalled at the largest damping restarts from a uniform random configuration;
@@ -48,7 +48,7 @@ configuration, errors and age are reset there and its restart RNG is seeded with
 without a start (``random_start`` 1) draws it there, uniform in the limits, as the first numbers of its
 restart stream (``random_start`` becomes 2: drawn, stream seeded); a given start is brought inside the
 limits there as :meth:`Robot.wrap` does. A floating base starts and restarts where the first frame meets
-its target (:meth:`ik_layer.reference._Problem.random_starts`).
+its target (:meth:`ik_layer.reference._Solve.random_starts`).
 
 The slot state lives in torch tensors (see :mod:`ik_layer.engine.slots`) that the kernel reads and
 writes through zero-copy warp views; nothing syncs with the host inside a launch. The same source
@@ -259,7 +259,7 @@ def lm_block_kernel(
         """The gradient (dof) and cost at ``q`` of the secondary terms (``jac`` at ``q`` where a term reads it) and
         of the collision term (scene ``scene``, ``self_on``, ``limits`` = (margin, activation)), the least
         collision distance (+inf without collision), and 1 where the secondary terms' gradient alone is zero, as
-        ``ik_layer.reference._Problem.secondary``."""
+        ``ik_layer.reference._Solve.secondary``."""
         grad = vect()
         s = f(0.0)
         least = f(wp.inf)
@@ -280,7 +280,7 @@ def lm_block_kernel(
     @wp.func
     def gated(score: f, least: f, limits: vec2) -> f:
         """``score``, or ``1 + (margin - least) / activation`` for a configuration within the pose tolerances but
-        closer than the margin (``ik_layer.reference._Problem.gated``)."""
+        closer than the margin (``ik_layer.reference._Solve.gated``)."""
         if score <= f(1.0) and least < limits[0]:
             return f(1.0) + (limits[0] - least) / limits[1]
         return score

@@ -89,7 +89,7 @@ def pose_cost_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         chain: Chain,
     ):
         """Error (6F), Jacobian (6F, dof) and weighted cost at ``q`` towards slot ``i``'s targets, as
-        ``solver._evaluate``."""
+        ``ik_layer.reference._evaluate``."""
         poses, jac = kinematics(q, chain)
         e, cost = errors_at(poses, i, target_rot, target_pos, w)
         return e, jac, cost

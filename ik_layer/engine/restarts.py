@@ -40,7 +40,7 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         chain: Chain,
     ) -> vecq:
         """``q`` (its base at the origin) with a floating base placed where the first frame meets its target at
-        ``q``'s joints, as :meth:`ik_layer.reference._Problem.random_starts`: its pose if that frame weighs a
+        ``q``'s joints, as :meth:`ik_layer.reference._Solve.random_starts`: its pose if that frame weighs a
         rotation axis, else its position."""
         out = q
         if wp.static(floating):
@@ -78,7 +78,7 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     @wp.func
     def record(rank: f, q: vecq, e: vecr, w: vecr, best: f, best_q: vecq, best_error: vec2):
         """The best rank, configuration and errors so far after seeing ``q`` at ``rank`` (the lower wins, as
-        ``reference._Problem._record``: a score, or below 1 a success's secondary rank)."""
+        ``reference._Solve._record``: a score, or below 1 a success's secondary rank)."""
         if rank < best:
             return rank, q, errors_of(e, w)
         return best, best_q, best_error
