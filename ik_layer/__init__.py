@@ -13,28 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports each name on first use
     from ik_layer.api import EngineCache, engines, solve
-    from ik_layer.collision.shapes import (
-        MAX_BATCH_OBSTACLES,
-        MAX_OBSTACLES,
-        Box,
-        Capsule,
-        Obstacle,
-        Scenes,
-        Sphere,
-        check_obstacles,
-        check_scenes,
-    )
-    from ik_layer.core.options import OPTION_SPECS, POSTURE_HELP, OptionSpec, SolveOptions
-    from ik_layer.core.problem import Problem, check_collision
+    from ik_layer.collision.shapes import MAX_BATCH_OBSTACLES, MAX_OBSTACLES, Box, Capsule, Obstacle, Sphere
+    from ik_layer.core.options import OPTION_SPECS, SolveOptions
+    from ik_layer.core.problem import Problem
     from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult
-    from ik_layer.core.solutions import (
-        MAX_SOLUTIONS,
-        OBJECTIVES,
-        SolutionSearch,
-        best_goals,
-        check_objective,
-        objective_problem,
-    )
+    from ik_layer.core.solutions import MAX_SOLUTIONS, OBJECTIVES
     from ik_layer.engine import Engine
     from ik_layer.exceptions import (
         CLIError,
@@ -54,10 +37,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_inverse, implicit_root
     from ik_layer.layer.jacobian import batch_jacobian, jacobian_rules, register_jacobian, sequential_jacobian
     from ik_layer.loading import load_robot
-    from ik_layer.model.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
     from ik_layer.model.lie import as_transform, matrix_to_pose
     from ik_layer.model.robot import Robot
-    from ik_layer.model.sources import MODEL_SUFFIXES
     from ik_layer.robots import builtin_robots
     from ik_layer.trajectory.gradient import ik_trajectory
     from ik_layer.trajectory.problem import velocity_limits
@@ -65,7 +46,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it defines (tests: the same as __all__)
+# module -> the public names it defines (tests: the same as __all__). The face holds what a user calls; what only
+# the server needs (the solution search's stages, the checks of its decode stage, OptionSpec) stays in its module.
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "ik_layer.exceptions": (
         "CLIError",
         "DTypeError",
@@ -75,7 +58,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
         "InputFileError",
         "JointNotFound",
         "NoCollisionModel",
-    "NonFiniteError",
+        "NonFiniteError",
         "RobotNotFound",
         "ShapeError",
         "UnsupportedModelError",
@@ -86,36 +69,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {  # module -> the public names it define
     "ik_layer.model.lie": ("as_transform", "matrix_to_pose"),
     "ik_layer.model.robot": ("Robot",),
     "ik_layer.loading": ("load_robot",),
-    "ik_layer.model.sources": ("MODEL_SUFFIXES",),
     "ik_layer.layer.ik": ("IKLayer", "ik", "ik_solve", "target_gradient"),
-    "ik_layer.model.host": ("QUATERNION_NORM_TOLERANCE", "check_quaternion_norm"),
-    "ik_layer.core.options": ("OPTION_SPECS", "POSTURE_HELP", "OptionSpec", "SolveOptions"),
+    "ik_layer.core.options": ("OPTION_SPECS", "SolveOptions"),
     "ik_layer.robots": ("builtin_robots",),
-    "ik_layer.core.problem": ("Problem", "check_collision"),
+    "ik_layer.core.problem": ("Problem",),
     "ik_layer.core.result": ("CANCELLED", "DEADLINE", "EXHAUSTED", "ROW_STATUS", "SOLVED", "IKResult"),
-    "ik_layer.core.solutions": (
-        "MAX_SOLUTIONS",
-        "OBJECTIVES",
-        "SolutionSearch",
-        "best_goals",
-        "check_objective",
-        "objective_problem",
-    ),
+    "ik_layer.core.solutions": ("MAX_SOLUTIONS", "OBJECTIVES"),
     "ik_layer.api": ("EngineCache", "engines", "solve"),
     "ik_layer.trajectory.gradient": ("ik_trajectory",),
     "ik_layer.trajectory.problem": ("velocity_limits",),
     "ik_layer.trajectory.solve": ("TrajectoryResult", "solve_trajectory"),
-    "ik_layer.collision.shapes": (
-        "MAX_BATCH_OBSTACLES",
-        "MAX_OBSTACLES",
-        "Box",
-        "Capsule",
-        "Obstacle",
-        "Scenes",
-        "Sphere",
-        "check_obstacles",
-        "check_scenes",
-    ),
+    "ik_layer.collision.shapes": ("MAX_BATCH_OBSTACLES", "MAX_OBSTACLES", "Box", "Capsule", "Obstacle", "Sphere"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SOLVER_IMPORTS = ("torch", "pinocchio", "warp", "ik_layer")  # missing in a client-only install
@@ -140,36 +104,24 @@ __all__ = [
     "MAX_BATCH_OBSTACLES",
     "MAX_OBSTACLES",
     "MAX_SOLUTIONS",
-    "MODEL_SUFFIXES",
     "NoCollisionModel",
     "NonFiniteError",
     "OBJECTIVES",
     "OPTION_SPECS",
     "Obstacle",
-    "OptionSpec",
-    "POSTURE_HELP",
     "Problem",
-    "QUATERNION_NORM_TOLERANCE",
     "ROW_STATUS",
     "Robot",
     "RobotNotFound",
     "SOLVED",
-    "Scenes",
     "ShapeError",
-    "SolutionSearch",
     "SolveOptions",
     "Sphere",
     "TrajectoryResult",
     "UnsupportedModelError",
     "as_transform",
     "batch_jacobian",
-    "best_goals",
     "builtin_robots",
-    "check_collision",
-    "check_objective",
-    "check_obstacles",
-    "check_quaternion_norm",
-    "check_scenes",
     "damped_pseudo_inverse",
     "engines",
     "ik",
@@ -180,7 +132,6 @@ __all__ = [
     "jacobian_rules",
     "load_robot",
     "matrix_to_pose",
-    "objective_problem",
     "register_jacobian",
     "sequential_jacobian",
     "solve",

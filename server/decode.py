@@ -21,20 +21,9 @@ import torch
 from pydantic import BaseModel, ValidationError
 from torch import Tensor
 
-from ik_layer import (
-    OPTION_SPECS,
-    IKLayerError,
-    NoCollisionModel,
-    Obstacle,
-    Problem,
-    Robot,
-    Scenes,
-    SolutionSearch,
-    SolveOptions,
-    check_objective,
-    check_obstacles,
-    check_scenes,
-)
+from ik_layer import OPTION_SPECS, IKLayerError, NoCollisionModel, Obstacle, Problem, Robot, SolveOptions
+from ik_layer.collision.shapes import Scenes, check_obstacles, check_scenes
+from ik_layer.core.solutions import SolutionSearch, check_objective
 from ik_layer.server.exceptions import FieldError, InvalidBody, NoCollisionSpheres, TooManyRows
 from ik_layer.server.schemas import (
     MIN_QUATERNION_NORM,
@@ -136,9 +125,9 @@ class IKJob:
 
     @property
     def searches(self) -> bool:
-        """Whether the job runs a search of several rounds (:class:`ik_layer.SolutionSearch`) rather than one
-        solve: it asks for several solutions or ranks them by an objective (goal sets rank their goals' answers
-        instead, as :func:`ik_layer.solve` does)."""
+        """Whether the job runs a search of several rounds (:class:`ik_layer.core.solutions.SolutionSearch`) rather
+        than one solve: it asks for several solutions or ranks them by an objective (goal sets rank their goals'
+        answers instead, as :func:`ik_layer.solve` does)."""
         return (self.num_solutions > 1 or self.objective != "first") and self.goal_counts is None
 
     @property

@@ -11,7 +11,8 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, Field, create_model
 from pydantic.fields import FieldInfo
 
-from ik_layer import OPTION_SPECS, OptionSpec
+from ik_layer import OPTION_SPECS
+from ik_layer.core.options import OptionSpec
 
 __all__ = ["option_field", "option_model"]
 

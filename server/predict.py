@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, Robot, best_goals, matrix_to_pose
+from ik_layer import IKResult, NonFiniteError, Robot, matrix_to_pose
+from ik_layer.core.solutions import best_goals
 from ik_layer.engine import ROW_STATUS, Request
 from ik_layer.server.decode import IKJob
 
@@ -48,7 +49,7 @@ def joined(parts: Sequence[Request]) -> IKResult:
 
 def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     """The prediction of ``job`` from its ``answers``: (n,) rows, (n, k) from a search of k solutions, or with goal
-    sets one per goal (each row's answer then the best of its goals', :func:`ik_layer.best_goals`).
+    sets one per goal (each row's answer then the best of its goals', :func:`ik_layer.core.solutions.best_goals`).
 
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
@@ -70,8 +71,8 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
 
 def _best_goals(robot: Robot, job: IKJob, answers: IKResult, counts: Tensor) -> IKResult:
     """Per row of goal sets (``counts`` goals each, one row after the other in ``answers``), the answer for its best
-    goal and that goal's index in the row (:func:`ik_layer.best_goals` over rows padded by their last goal's answer,
-    which ties with it and never wins)."""
+    goal and that goal's index in the row (:func:`ik_layer.core.solutions.best_goals` over rows padded by their last
+    goal's answer, which ties with it and never wins)."""
     width = int(counts.max())
     starts = torch.cumsum(counts, 0) - counts
     index = (starts[:, None] + torch.minimum(torch.arange(width), counts[:, None] - 1)).to(robot.device)

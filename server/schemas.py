@@ -37,16 +37,15 @@ from ik_layer import (
     MAX_BATCH_OBSTACLES,
     MAX_OBSTACLES,
     MAX_SOLUTIONS,
-    POSTURE_HELP,
-    QUATERNION_NORM_TOLERANCE,
     Box,
     Capsule,
     Obstacle,
     Sphere,
     as_transform,
-    check_quaternion_norm,
     matrix_to_pose,
 )
+from ik_layer.core.options import POSTURE_HELP
+from ik_layer.model.host import QUATERNION_NORM_TOLERANCE, check_quaternion_norm
 from ik_layer.server.options import option_model
 
 if TYPE_CHECKING:

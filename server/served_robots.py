@@ -19,8 +19,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 import ik_layer
-from ik_layer import MODEL_SUFFIXES, IKLayerError, Robot, SolveOptions, matrix_to_pose
+from ik_layer import IKLayerError, Robot, SolveOptions, matrix_to_pose
 from ik_layer.engine import Engine, warm_up_kernels
+from ik_layer.model.sources import MODEL_SUFFIXES
 
 __all__ = ["RobotSpec", "ServedRobot", "load_robots", "parse_robot_spec", "robot_specs", "warm_up"]
 

@@ -9,8 +9,9 @@ one of the four stages of :class:`IKStages`, each the face of its own module:
 3. collect (:mod:`ik_layer.server.predict`): a job's finished parts -> its answers -> its prediction;
 4. encode (:mod:`ik_layer.server.encode`): a prediction -> the JSON answer.
 
-A job that asks for several solutions (or ranks them by an objective) runs a :class:`ik_layer.SolutionSearch`
-between submit and collect: each round's problem is submitted in parts, and its joined answers start the next.
+A job that asks for several solutions (or ranks them by an objective) runs a
+:class:`ik_layer.core.solutions.SolutionSearch` between submit and collect: each round's problem is submitted in parts,
+and its joined answers start the next.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ik_layer import IKLayerError, IKResult, Problem, Robot, SolutionSearch, objective_problem
+from ik_layer import IKLayerError, IKResult, Problem, Robot
+from ik_layer.core.solutions import SolutionSearch, objective_problem
 from ik_layer.engine import Engine, Request
 from ik_layer.server import encode
 from ik_layer.server.decode import IKJob, frame_keys, prepare

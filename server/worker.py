@@ -34,7 +34,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ik_layer import IKLayerError, Problem, Robot, SolutionSearch
+from ik_layer import IKLayerError, Problem, Robot
+from ik_layer.core.solutions import SolutionSearch
 from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.server.admission import AdmissionPolicy, Demand
 from ik_layer.server.decode import IKJob

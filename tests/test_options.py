@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ik_layer import OPTION_SPECS, IKLayerError, OptionSpec, SolveOptions
+from ik_layer import OPTION_SPECS, IKLayerError, SolveOptions
 from ik_layer.cli.main import build_parser
+from ik_layer.core.options import OptionSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = list(OPTION_SPECS.values())

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ik_layer import OPTION_SPECS, OptionSpec, SolveOptions
+from ik_layer import OPTION_SPECS, SolveOptions
+from ik_layer.core.options import OptionSpec
 from ik_layer.server.schemas import IKRequest
 from ik_layer.server.settings import Settings
 

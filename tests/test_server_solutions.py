@@ -1,7 +1,7 @@
 """Sets of answers over HTTP: ``num_solutions`` and ``objective`` in IK requests, run as the library's
-:class:`ik_layer.SolutionSearch` on the worker's shared engine. Every answer is checked against the library: each
-success reaches its target (FK), a target's successes lie apart, rank by the objective, and carry their own
-gradient; bad combinations are refused with a 4xx naming the field."""
+:class:`ik_layer.core.solutions.SolutionSearch` on the worker's shared engine. Every answer is checked against the
+library: each success reaches its target (FK), a target's successes lie apart, rank by the objective, and carry their
+own gradient; bad combinations are refused with a 4xx naming the field."""
 
 from __future__ import annotations
 

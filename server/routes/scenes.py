@@ -7,7 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from ik_layer import NoCollisionModel, Obstacle, SolveOptions, check_collision
+from ik_layer import NoCollisionModel, Obstacle, SolveOptions
+from ik_layer.core.problem import check_collision
 from ik_layer.server.body import openapi_body, read_json
 from ik_layer.server.decode import obstacle_shapes, parse
 from ik_layer.server.exceptions import NoCollisionSpheres, SceneNotFound, TooManyScenes
