@@ -53,6 +53,7 @@ def test_wheel_holds_server_robots_and_data(wheel_names):
         "ik_layer/py.typed",
         "ik_layer/server/app.py",
         "ik_layer/server/routes/ik.py",
+        "ik_layer/client/sync.py",
         "ik_layer/robots/__init__.py",
         "ik_layer/robots/urdf/panda.urdf",
         "ik_layer/deploy/ray_serve.py",
@@ -92,7 +93,7 @@ def test_no_import_of_the_bare_folder_names(path):
     )
 
 
-# --- light imports and the client-only distribution (client/) ----------------------------------------------------
+# --- light imports and the client-only distribution (client-packaging/) -----------------------------------------------
 
 HEAVY = ("torch", "warp", "pinocchio")
 WEB = ("fastapi", "uvicorn")
@@ -123,7 +124,11 @@ def test_lazy_names_match_all_and_the_typed_imports():
 
 CLIENT_FILES = {
     "ik_layer/__init__.py",
-    "ik_layer/client.py",
+    "ik_layer/client/__init__.py",
+    "ik_layer/client/_core.py",
+    "ik_layer/client/aio.py",
+    "ik_layer/client/sync.py",
+    "ik_layer/client/wire.py",
     "ik_layer/exceptions.py",
     "ik_layer/core/__init__.py",
     "ik_layer/model/__init__.py",
@@ -135,10 +140,10 @@ CLIENT_FILES = {
 
 @pytest.fixture(scope="module")
 def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ik-layer-client wheel built from client/ (offline: hatchling from this environment)."""
+    """The ik-layer-client wheel built from client-packaging/ (offline: hatchling from this environment)."""
     out = tmp_path_factory.mktemp("client-wheel")
     command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
-    subprocess.run([*command, str(ROOT / "client")], check=True, capture_output=True, timeout=300)
+    subprocess.run([*command, str(ROOT / "client-packaging")], check=True, capture_output=True, timeout=300)
     (wheel,) = out.glob("ik_layer_client-*.whl")
     return wheel
 

@@ -18,7 +18,11 @@ PUBLIC_MODULES = [
     "ik_layer.core.options",
     "ik_layer.robots",
     "ik_layer.testing",
-    "ik_layer.client",
+    "ik_layer.client",  # its names are documented where they are defined:
+    "ik_layer.client.wire",
+    "ik_layer.client.sync",
+    "ik_layer.client.aio",
+    "ik_layer.client._core",  # RetryPolicy
     "ik_layer.viewer",
 ]
 
