@@ -38,8 +38,10 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy (configured in pyproject.toml). It cannot follow the package-dir mapping (server/, robots/ and deploy/
-# install as ik_layer.server, ...): it checks build/typecheck/ik_layer, links that lay the package out as installed.
+# mypy (configured in pyproject.toml). Why the link tree: the project's layout keeps server/, robots/ and deploy/
+# at the repository's top level, and setuptools' package-dir mapping installs them as ik_layer.server, ...; mypy
+# cannot follow that mapping (it would check server/ as a package of its own and miss its ik_layer.server imports),
+# so it checks build/typecheck/ik_layer, symbolic links that lay the package out as it is installed.
 typecheck: $(VENV)/.installed-test
 	rm -rf build/typecheck && mkdir -p build/typecheck/ik_layer
 	for f in ik_layer/*; do ln -s "$(CURDIR)/$$f" build/typecheck/ik_layer/; done
