@@ -254,28 +254,50 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
     return _configurations(robot, request.q, "q")
 
 
-def prepare(robot: Robot, job: IKJob) -> Problem:
-    """The checked problem of ``job`` on the robot's device: its one :meth:`Problem.prepare`, which every later stage
-    takes as it is.
+def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
+    """The checked problems of ``jobs`` on the robot's device, one per job: every input checked once.
+
+    The targets and weights of all the jobs are checked together (:meth:`Problem.of_targets`: a check costs about as
+    much for one row as for hundreds); each job then takes its rows (:meth:`Problem.select`) with its own options
+    (built once, at the edge), warm starts, postures and obstacles (:meth:`Problem.with_inputs`).
 
     Raises:
         NoCollisionSpheres: obstacles or self-collision for a robot served without collision spheres.
-        IKLayerError: a target, weight, warm start or posture of the job is invalid.
+        IKLayerError: a target, weight, warm start or posture of some job is invalid.
     """
     device = robot.device
-    try:
-        return Problem.prepare(
-            robot,
-            job.targets.to(device),
-            job.options,
-            warm_start=None if job.warm_start is None else job.warm_start.to(device),
-            weights=None if job.weights is None else job.weights.to(device),
-            posture=None if job.posture is None else job.posture.to(device),
-            obstacles=job.obstacles,
-        )
-    except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
-        field = "obstacles" if any(job.obstacles) else "self_collision"
-        raise NoCollisionSpheres(("body", field), robot.name) from None
+    targets = torch.cat([job.targets for job in jobs]).to(device)
+    weights = None
+    if any(job.weights is not None for job in jobs):
+        weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
+    checked = Problem.of_targets(robot, targets, weights)
+    problems = []
+    start = 0
+    for job in jobs:
+        rows = checked.select(slice(start, start + job.rows))
+        start += job.rows
+        try:
+            problems.append(
+                rows.with_inputs(
+                    robot,
+                    job.options,
+                    warm_start=None if job.warm_start is None else job.warm_start.to(device),
+                    posture=None if job.posture is None else job.posture.to(device),
+                    obstacles=job.obstacles,
+                )
+            )
+        except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
+            field = "obstacles" if any(job.obstacles) else "self_collision"
+            raise NoCollisionSpheres(("body", field), robot.name) from None
+    return problems
+
+
+def _row_weights(robot: Robot, job: IKJob) -> Tensor:
+    """(rows, 6) or (rows, F, 6) weights of ``job``'s targets (ones when it gave none)."""
+    shape = (job.rows, *robot.target_shape[:-2], 6)
+    if job.weights is None:
+        return torch.ones(shape, dtype=robot.dtype)
+    return job.weights.to(robot.dtype).expand(shape)
 
 
 def _check_rows(field: str, rows: int, limit: int) -> None:

@@ -42,9 +42,17 @@ class IKStages:
         self._sphere_links = [link for link, _centre, _radius in robot.collision_spheres]
 
     def decode(self, jobs: Sequence[IKJob]) -> list[Problem | IKLayerError]:
-        """The checked problem of each job (:func:`~ik_layer.server.decode.prepare`), or the error that refuses it
-        (an invalid job cannot fail its neighbours)."""
-        return [self._decode(job) for job in jobs]
+        """The checked problem of each job, or the error that refuses it.
+
+        The jobs are checked together (:func:`~ik_layer.server.decode.prepare`); if that fails, each alone, so that
+        an invalid job cannot fail its neighbours.
+        """
+        if not jobs:
+            return []
+        try:
+            return list(prepare(self.robot, jobs))
+        except IKLayerError:
+            return [self._decode_alone(job) for job in jobs]
 
     def search(self, job: IKJob, problem: Problem) -> SolutionSearch | None:
         """The search for ``job``'s solutions over its checked ``problem``, pulled towards its objective; None for a
@@ -74,8 +82,8 @@ class IKStages:
         """The JSON body answering a request with ``prediction``."""
         return encode.ik_response(self.robot.name, prediction, frame_keys(self.robot), self._sphere_links)
 
-    def _decode(self, job: IKJob) -> Problem | IKLayerError:
+    def _decode_alone(self, job: IKJob) -> Problem | IKLayerError:
         try:
-            return prepare(self.robot, job)
+            return prepare(self.robot, [job])[0]
         except IKLayerError as err:
             return err

@@ -144,5 +144,5 @@ async def test_an_http_refusal_of_obstacles_names_the_server_option(api, checks,
     job = ik_job(bare, IKRequest.model_validate({"targets": [[0.3, 0.2, 0.4, 0, 0, 0, 1]], "self_collision": 1}),
                  Settings(robots=["ur5e"]))  # fmt: skip
     with pytest.raises(NoCollisionSpheres, match=r"robots\.json") as refused:
-        prepare(bare, job)
+        prepare(bare, [job])
     assert refused.value.loc == ("body", "self_collision") and checks["check_collision"] == 1

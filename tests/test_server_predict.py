@@ -33,7 +33,7 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
     """Submit ``job`` as parts ending at ``cuts`` on a fresh engine, run it until all parts are done and join
     their answers."""
     engine = Engine(robot, capacity=64, block=8)
-    problem = prepare(robot, job)
+    (problem,) = prepare(robot, [job])
     edges = [0, *cuts]
     parts = [
         engine.submit(problem.select(slice(a, b)), seed, deadline)
@@ -79,13 +79,13 @@ def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Rob
     torch.testing.assert_close(prediction.result.position_error, (reached - want).norm(dim=-1))
 
 
-def test_jobs_are_checked_alone_and_keep_their_own_rows_and_options(ur5e: ik_layer.Robot) -> None:
+def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_layer.Robot) -> None:
     q, targets = poses(ur5e, 5, seed=4)
     jobs = [
         IKJob(targets[:2], q[:2], OPTIONS, gradient=False, timeout=1.0),
         IKJob(targets[2:], None, OPTIONS.replace(num_seeds=1), gradient=False, timeout=1.0),
     ]
-    first, second = (prepare(ur5e, job) for job in jobs)
+    first, second = prepare(ur5e, jobs)
     want = ik_layer.model.lie.pose_to_matrix(targets)
     torch.testing.assert_close(torch.cat([first.target, second.target]), want, rtol=0, atol=0)
     torch.testing.assert_close(first.warm_start, q[:2], rtol=0, atol=0)
@@ -93,7 +93,7 @@ def test_jobs_are_checked_alone_and_keep_their_own_rows_and_options(ur5e: ik_lay
     assert first.weights.shape == (2, 6) and second.weights.shape == (3, 6)
     bad = IKJob(targets[:1], torch.full((1, 6), float("nan"), dtype=torch.float64), OPTIONS, False, 1.0)
     with pytest.raises(ik_layer.NonFiniteError, match="warm_start"):
-        prepare(ur5e, bad)
+        prepare(ur5e, [jobs[0], bad])
 
 
 def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot) -> None:
@@ -132,7 +132,7 @@ def test_jobs_of_several_frames_keep_their_own_weights(solo: ik_layer.Robot) -> 
         IKJob(targets[2:4], q[2:4], OPTIONS, gradient=False, timeout=1.0),
         IKJob(targets[4:], None, OPTIONS, gradient=False, timeout=1.0, weights=per_foot),
     ]
-    first, second, third = (prepare(solo, job) for job in jobs)
+    first, second, third = prepare(solo, jobs)
     assert first.target.shape == (2, 4, 4, 4) and first.weights.shape == (2, 4, 6)
     torch.testing.assert_close(first.weights, POSITION_ONLY.expand(2, 4, 6), rtol=0, atol=0)
     torch.testing.assert_close(second.weights, torch.ones(2, 4, 6, dtype=torch.float64), rtol=0, atol=0)

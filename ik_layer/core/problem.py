@@ -24,6 +24,7 @@ from ik_layer.model.robot import Robot
 __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
+_DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,34 +79,62 @@ class Problem:
         """
         if option_changes or not isinstance(options, SolveOptions):
             options = SolveOptions.build(options, **option_changes)
+        targets = Problem.of_targets(robot, target, weights)
+        goals = 0
+        if goal_set is not False:
+            goals = _goal_count(robot, goal_set, target.shape, targets.batch)
+            warm_start = _per_goal(warm_start, targets.batch, "warm_start")
+            posture = _per_goal(posture, targets.batch, "posture")
+            if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
+                rows = cast("Sequence[Sequence[Obstacle]]", obstacles)
+                obstacles = [scene for scene in rows for _ in range(goals)]  # a row's scene for each goal
+        problem = targets.with_inputs(robot, options, warm_start=warm_start, posture=posture, obstacles=obstacles)
+        return replace(problem, goals=goals) if goals else problem
+
+    @staticmethod
+    def of_targets(robot: Robot, target: Tensor, weights: Tensor | None = None) -> Problem:
+        """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with the default
+        options and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of several
+        problems at once, then each problem's own inputs).
+
+        Raises:
+            IKLayerError: an argument is invalid; the message names it.
+        """
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-        _check_terms(robot, options)
         target_t = robot.check_target(target)
         if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
-        goals = 0
-        if goal_set is not False:
-            goals = _goal_count(robot, goal_set, target_t.shape, batch)
-            warm_start = _per_goal(warm_start, batch, "warm_start")
-            posture = _per_goal(posture, batch, "posture")
-            if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
-                rows = cast("Sequence[Sequence[Obstacle]]", obstacles)
-                obstacles = [scene for scene in rows for _ in range(goals)]  # a row's scene for each goal
-        scenes = check_scenes(obstacles, n)
+        return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=_DEFAULTS)
+
+    def with_inputs(
+        self,
+        robot: Robot,
+        options: SolveOptions,
+        *,
+        warm_start: Tensor | None = None,
+        posture: Tensor | None = None,
+        obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
+    ) -> Problem:
+        """The second half of :meth:`prepare`: this problem's targets (:meth:`of_targets`) with ``options`` (taken as
+        they are), ``warm_start`` and ``posture`` ((nq,) or broadcasting to the targets' batch (..., nq)) and
+        ``obstacles``, checked against ``robot``.
+
+        Raises:
+            IKLayerError: an argument is invalid; the message names it.
+        """
+        _check_terms(robot, options)
+        scenes = check_scenes(obstacles, self.rows)
         check_collision(robot, options, scenes)
-        return Problem(
-            batch=batch,
-            target=flat,
-            weights=_weights(robot, weights, batch, n),
-            warm_start=_per_target(robot, warm_start, batch, n, "warm_start"),
-            posture=_per_target(robot, posture, batch, n, "posture"),
-            obstacles=scenes,
+        return replace(
+            self,
             options=options,
-            goals=goals,
+            obstacles=scenes,
+            warm_start=_per_target(robot, warm_start, self.batch, self.rows, "warm_start"),
+            posture=_per_target(robot, posture, self.batch, self.rows, "posture"),
         )
 
     @property
