@@ -307,7 +307,15 @@ class Engine:
                 farther than the position tolerance) one seed of ``restart_after`` iterations; they cannot
                 succeed, and answer EXHAUSTED with their best configuration (see :mod:`ik_layer.engine.reach`).
         """
-        request = self._open(problem, seed, deadline, CollisionCost.of(self.robot, problem.obstacles, problem.options))
+        return self._queue(
+            problem, seed, deadline, CollisionCost.of(self.robot, problem.obstacles, problem.options), give_up
+        )
+
+    def _queue(
+        self, problem: Problem, seed: int, deadline: float | None, collision: CollisionCost | None, give_up: bool
+    ) -> Request:
+        """:meth:`submit` with the problem's collision term (:meth:`CollisionCost.of`) made by the caller."""
+        request = self._open(problem, seed, deadline, collision)
         n = problem.rows
         if give_up and n:
             request.unreachable = self._beyond_reach(problem)
@@ -325,10 +333,10 @@ class Engine:
         In an idle engine a problem without obstacles that fits in the slots runs alone (:meth:`_solve_alone`): the
         same answers, with no scheduling between its blocks.
         """
-        lone = not self.busy and 0 < problem.rows <= self.slots.capacity
-        if lone and CollisionCost.of(self.robot, problem.obstacles, problem.options) is None:
+        collision = CollisionCost.of(self.robot, problem.obstacles, problem.options)
+        if collision is None and not self.busy and 0 < problem.rows <= self.slots.capacity:
             return self._solve_alone(problem, seed, deadline)
-        request = self.submit(problem, seed, deadline)
+        request = self._queue(problem, seed, deadline, collision, give_up=True)
         self.run(request)
         return request.result(problem.batch)
 
