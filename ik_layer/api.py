@@ -87,8 +87,10 @@ def solve(
             the robot's engine in :data:`ik_layer.engines`, built at its first solve.
         timeout: the most seconds the solve may take (as TRAC-IK's per-solve timeout; None: its iteration
             budgets alone bound it): targets unsolved then stop with their best configuration so far and
-            ``status == ik_layer.DEADLINE`` (checked between the engine's blocks of iterations, or the reference
-            path's progress checks).
+            ``status == ik_layer.DEADLINE``. The clock starts once the inputs are checked and the robot's engine
+            has room for the targets (built or grown); the solve and the result's assembly count. The engine
+            reads it between launches, which it keeps short under a deadline (:mod:`ik_layer.engine.pace`: a
+            few ms of work each on the CPU); the reference path between its progress checks.
         num_solutions: up to this many distinct solutions per target (joint distance at least
             :data:`~ik_layer.core.solutions.SEPARATION`, angles of full-turn joints modulo a turn), found over
             rounds of random starts (:mod:`ik_layer.core.solutions`); above 1 every field gains a dimension of that
@@ -158,11 +160,14 @@ def solve_problem(
         )
     if reference and engine is not None:
         raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
-    deadline = None if timeout is None else time.monotonic() + _seconds(timeout)
+    seconds = None if timeout is None else _seconds(timeout)
     robot.check_generator(generator)
     if problem.goals and num_solutions != 1:
         raise IKLayerError(f"goal_set gives one answer per row: num_solutions must be 1, got {num_solutions!r}")
     k = check_objective(num_solutions, objective, problem.warm_start, problem.posture)
+    if seconds is not None and not reference and engine is None:  # built or grown before the clock starts
+        engines.get(robot, problem.rows * problem.options.num_seeds)
+    deadline = None if seconds is None else time.monotonic() + seconds
 
     def run(part: Problem) -> IKResult:
         if reference:

@@ -10,7 +10,7 @@ import torch
 
 import ik_layer
 from ik_layer.core.problem import Problem
-from ik_layer.engine import CANCELLED, DEADLINE, EMPTY, EXHAUSTED, LONE_WORK, SOLVED, Engine
+from ik_layer.engine import CANCELLED, DEADLINE, EMPTY, EXHAUSTED, SOLVED, Engine
 from ik_layer.engine.reach import reach
 from ik_layer.model.lie import pose_error
 from ik_layer.testing import solve_on_engine
@@ -89,11 +89,9 @@ def test_results_do_not_depend_on_admission_order_or_neighbours(robot):
 
 def test_a_request_answers_while_another_still_runs(robot):
     engine = Engine(robot, capacity=32, block=4)
-    hard = OPTIONS.replace(max_iterations=2000)  # with a deadline: its first launch takes part of its budget
+    hard = OPTIONS.replace(max_iterations=2000, num_seeds=2, restart_after=8)  # alone: launches to restart_after
     slow = engine.submit(
-        Problem.prepare(robot, unreachable(robot, 4), hard, warm_start=starts(robot, 4, seed=8)),
-        deadline=time.monotonic() + 60,
-        give_up=False,
+        Problem.prepare(robot, unreachable(robot, 4), hard, warm_start=starts(robot, 4, seed=8)), give_up=False
     )
     engine.step()
     q, target = reachable(robot, 3, seed=9)
@@ -125,13 +123,32 @@ def test_deadline_retires_unfinished_rows_with_their_best_configuration(robot):
     long = OPTIONS.replace(max_iterations=10_000)
     problem = Problem.prepare(robot, target, long, warm_start=starts(robot, 3, seed=12))
     request = engine.submit(problem, deadline=time.monotonic() + 0.05, give_up=False)
-    engine.step()  # admitted, one launch run (alone: LONE_WORK row-iterations); the deadline passes before the next
-    time.sleep(0.06)
-    engine.run(request)
+    engine.run(request)  # alone: its whole budget in slices of a few ms, until the deadline
     assert request.status.tolist() == [DEADLINE] * 3
     result = request.result()
     assert not result.success.any() and bool(torch.isfinite(result.q).all())
-    assert result.iterations.tolist() == [LONE_WORK // 3 // 2 * 2] * 3  # whole blocks of 2
+    assert int(result.iterations.min()) > 0 and int(result.iterations.max()) < 10_000
+    assert_verified(robot, result, target, OPTIONS)
+    assert not engine.busy
+
+
+def test_a_deadline_stops_a_long_launch_between_slices(robot):
+    """A block of many slots under a deadline runs in slices of a few ms (ik_layer.engine.pace): the engine answers
+    soon after the deadline however long one launch of all its slots would take; the targets solved by then are
+    whole solves that answer SOLVED, the others DEADLINE."""
+    n = 4000
+    _, target = reachable(robot, n, seed=13)
+    engine = Engine(robot, capacity=n, block=8)
+    problem = Problem.prepare(robot, target, OPTIONS.replace(max_iterations=10_000, num_seeds=1))
+    engine.solve(Problem.prepare(robot, target[:64], OPTIONS), seed=0, deadline=time.monotonic() + 1)  # timed
+    start = time.monotonic()
+    result = engine.solve(problem, seed=1, deadline=start + 0.02)
+    late = time.monotonic() - start - 0.02
+    whole = time.monotonic()
+    engine.solve(problem, seed=1)  # the same, without a deadline: one launch
+    assert late < 0.5 * (time.monotonic() - whole)  # the slices stopped long before one launch would have
+    status = result.status.tolist()
+    assert set(status) <= {SOLVED, DEADLINE} and 0 < status.count(SOLVED) < n
     assert_verified(robot, result, target, OPTIONS)
     assert not engine.busy
 
@@ -408,7 +425,7 @@ def test_a_lone_request_runs_in_one_launch_with_the_answers_of_blocks(robot, opt
         engine = Engine(robot, capacity=64, block=4)
         blocks: list[int] = []
         launch = engine._launch
-        engine._launch = lambda block, rows: (blocks.append(block), launch(block, rows))[1]  # type: ignore[method-assign]
+        engine._launch = lambda block, rows, deadline: (blocks.append(block), launch(block, rows, deadline))[1]  # type: ignore[method-assign]
         request = engine.submit(problem, seed=3)
         if companion:
             engine.submit(Problem.prepare(robot, unreachable(robot, 1), OPTIONS.replace(max_iterations=400)), seed=4)

@@ -8,7 +8,8 @@
 * :mod:`~ik_layer.engine.store`: how the host reaches that memory, chosen once per engine: numpy views
   (:class:`~ik_layer.engine.store.HostStore`, the CPU's default) or torch indexing
   (:class:`~ik_layer.engine.store.TensorStore`, any device).
-* :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over one set of slots.
+* :class:`~ik_layer.engine.launch.BlockLauncher`: the recorded launch over a range of slots.
+* :class:`~ik_layer.engine.pace.Pacer`: launches sliced to meet a deadline (the clock is read between them).
 * :class:`~ik_layer.engine.scheduler.Engine`: a slot pool and its scheduler (submit, step, cancel, deadlines).
 * :func:`~ik_layer.engine.warm_up.warm_up_kernels`: every kernel an engine can launch, built before its first request.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
 from ik_layer.engine.launch import BlockLauncher
-from ik_layer.engine.scheduler import CANCELLED, DEADLINE, LONE_WORK, ROW_STATUS, Engine, Request
+from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import STORES, HostStore, TensorStore, open_store
 from ik_layer.engine.warm_up import warm_up_kernels
@@ -27,7 +28,6 @@ __all__ = [
     "DEADLINE",
     "EMPTY",
     "EXHAUSTED",
-    "LONE_WORK",
     "ROW_STATUS",
     "RUNNING",
     "SOLVED",

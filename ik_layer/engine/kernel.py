@@ -347,6 +347,7 @@ def lm_block_kernel(
         spheres: Spheres,  # the robot's collision spheres and self-collision pairs
         obstacles: Obstacles,  # the obstacle table the slots' scenes index
         block: wp.int32,  # iterations in this launch
+        first: wp.int32,  # the slot of thread 0: a launch covers slots first, first + 1, ...
     ):
         target_rot, target_pos, weights, tolerance = (
             problem.target_rot,
@@ -366,7 +367,7 @@ def lm_block_kernel(
         iterations, status, rng, rng_seed = slot.iterations, slot.status, slot.rng, slot.rng_seed
         check_cost, age_state, cost_state, best_error = slot.check_cost, slot.age, slot.cost, slot.best_error
         polish_from, polish_scale = slot.polish_from, slot.polish_scale
-        i = wp.tid()
+        i = first + wp.tid()
         if status[i] != RUNNING:
             return
         tol = tolerance[i]

@@ -34,13 +34,17 @@ class BlockLauncher:
         self._launches: dict[tuple[frozenset[int], bool], _Launch] = {}
         self._launch_for(slots.terms_used, slots.collision_used)  # the plain kernel compiles or loads here
 
-    def __call__(self, block: int, rows: int | None = None) -> None:
-        """Advance every RUNNING slot among the first ``rows`` (default: all) by up to ``block`` iterations."""
+    def __call__(self, block: int, rows: int | None = None, first: int = 0) -> None:
+        """Advance every RUNNING slot among ``rows`` slots from slot ``first`` (default: all) by up to ``block``
+        iterations."""
         if not (isinstance(block, int) and block >= 0):
             raise ValueError(f"block must be an int >= 0, got {block!r}")
-        rows = self.slots.capacity if rows is None else rows
-        if not 0 <= rows <= self.slots.capacity:
-            raise ValueError(f"rows must lie in [0, {self.slots.capacity}], got {rows!r}")
+        capacity = self.slots.capacity
+        if not (isinstance(first, int) and 0 <= first <= capacity):
+            raise ValueError(f"first must lie in [0, {capacity}], got {first!r}")
+        rows = capacity - first if rows is None else rows
+        if not 0 <= rows <= capacity - first:
+            raise ValueError(f"rows must lie in [0, {capacity - first}] from slot {first}, got {rows!r}")
         if rows == 0:
             return
         launch = self._launch_for(self.slots.terms_used, self.slots.collision_used)
@@ -48,12 +52,13 @@ class BlockLauncher:
             launch.command.set_dim(rows)
             launch.rows = rows
         if launch.cpu_args is not None and not _cpu_capturing(self.device):
-            # The CPU launch without warp's per-call argument packing (37 fields): the bound arguments' struct is
-            # built once; only the block and the bounds change.
-            launch.cpu_args.block = block
+            # The CPU launch without warp's per-call argument packing: the bound arguments' struct is
+            # built once; only the block, the first slot and the bounds change.
+            launch.cpu_args.block, launch.cpu_args.first = block, first
             launch.command.hooks.forward(ctypes.byref(launch.command.bounds), ctypes.byref(launch.cpu_args))
             return
         launch.command.set_param_at_index(_BLOCK_INDEX, block)
+        launch.command.set_param_at_index(_FIRST_INDEX, first)
         launch.command.launch(stream=self.slots.stream())
 
     def _launch_for(self, terms: frozenset[int], collision: bool) -> _Launch:
@@ -67,7 +72,7 @@ class BlockLauncher:
             inputs = [slots.chain, slots.problem, slots.state, slots.link_chain, slots.spheres, slots.obstacles.struct]
             with quiet_warp():  # the module compiles or loads here
                 command = wp.launch(
-                    kernel, dim=slots.capacity, inputs=[*inputs, 1], device=self.device, record_cmd=True
+                    kernel, dim=slots.capacity, inputs=[*inputs, 1, 0], device=self.device, record_cmd=True
                 )
             cpu_args = _cpu_arguments(command) if isinstance(slots, HostStore) else None
             table = slots.obstacles.struct
@@ -75,7 +80,8 @@ class BlockLauncher:
         return launch
 
 
-_BLOCK_INDEX = 6  # the launch's inputs: chain, problem, state, link_chain, spheres, obstacles, block
+# The launch's inputs: chain, problem, state, link_chain, spheres, obstacles, block, first.
+_BLOCK_INDEX, _FIRST_INDEX = 6, 7
 
 
 @dataclass
@@ -98,7 +104,7 @@ def _cpu_arguments(command: wp.Launch) -> ctypes.Structure | None:
         if command.adjoint or command.block_dim > 1 or command.hooks.forward is None:
             return None
         args, _ = _build_cpu_args_structs(command.kernel, command.hooks, command.params, False)
-        args.block = 0  # the field exists and takes an int
+        args.block = args.first = 0  # the fields exist and take ints
         return args
     except (ImportError, AttributeError, TypeError):
         return None

@@ -36,6 +36,7 @@ from ik_layer.core.problem import Problem
 from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
 from ik_layer.engine.kernel import RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
+from ik_layer.engine.pace import Pacer
 from ik_layer.engine.reach import reach
 from ik_layer.engine.slots import compact_index
 from ik_layer.engine.store import open_store
@@ -44,17 +45,12 @@ from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
 
 __all__ = [
-    "CANCELLED", "DEADLINE", "LONE_WORK", "PROBE_ROWS", "ROW_STATUS",
+    "CANCELLED", "DEADLINE", "PROBE_ROWS", "ROW_STATUS",
     "Engine", "Request", "first_starts", "lone_horizon",
 ]  # fmt: skip
 
 PROBE_ROWS = 256
 """The targets of a request with a start pool (a collision term) admitted one block ahead of the others."""
-
-LONE_WORK = 4096
-"""The most row-iterations (targets x iterations) of the one launch of a lone request with a deadline (see
-:meth:`Engine._horizon`): the deadline is checked between launches."""
-
 
 _ids = itertools.count()
 
@@ -190,25 +186,19 @@ def first_starts(problem: Problem) -> Tensor | None:
     return given[0][:, None] if len(given) == 1 else torch.stack(given, dim=1)
 
 
-def lone_horizon(options: SolveOptions, rows: int, deadline: float | None, block: int) -> int:
-    """Iterations of the one launch of a lone request of ``rows`` targets (blocks of ``block`` iterations), until
-    the scheduler could first act on it.
+def lone_horizon(options: SolveOptions, block: int) -> int:
+    """Iterations of the one launch of a lone request (blocks of ``block`` iterations), until the scheduler could
+    first act on it.
 
     The scheduler acts on a request without obstacles only to retire its targets, to give a stalled target another
     seed (at the first block boundary at or after ``restart_after`` iterations; never with ``num_seeds`` 1), or at
     its deadline or cancellation. Until then the launches of blocks and one launch of all their iterations give the
     same answers, bit for bit: a lone request runs to that boundary (the whole solve for most targets) in one
-    launch, with no Python between its blocks. With a deadline, which is checked between launches, that launch
-    takes at most :data:`LONE_WORK` row-iterations (and at least one block).
+    launch, with no Python between its blocks (with a deadline, in slices: :mod:`ik_layer.engine.pace`).
     """
-    horizon = options.max_iterations
-    if options.num_seeds > 1:
-        horizon = min(horizon, -(-options.restart_after // block) * block)
-    if deadline is not None:
-        horizon = min(horizon, LONE_WORK // rows)
-    if horizon >= options.max_iterations:  # the whole budget
-        return horizon
-    return max(horizon // block, 1) * block  # a block boundary, as the blocks' launches
+    if options.num_seeds == 1:
+        return options.max_iterations
+    return min(options.max_iterations, -(-options.restart_after // block) * block)
 
 
 def _budgets(options: SolveOptions, unreachable: np.ndarray) -> np.ndarray:
@@ -266,7 +256,7 @@ class Engine:
         self.block = block
         self.slots = open_store(robot, capacity, store)
         self._device = robot.device
-        self._launch = BlockLauncher(self.slots)
+        self._launch = Pacer(BlockLauncher(self.slots))
         self._reach = reach(self.slots.chains)
         self._home = robot.neutral_q()
         # Per slot, on the CPU: free, owning request id, target row, seed index, iterations before its start,
@@ -358,7 +348,7 @@ class Engine:
         )  # fmt: skip
         if unreachable.any():
             slots.set_budget(placed, _budgets(options, unreachable))
-        self._launch(lone_horizon(options, n, deadline, self.block), n)
+        self._launch(lone_horizon(options, self.block), n, deadline)
         status, iterations, _, _ = slots.read(n)
         if (status == RUNNING).any():  # the scheduler's from here: give stalled targets more seeds, deadlines...
             request = self._open(problem, seed, deadline, None)
@@ -425,7 +415,7 @@ class Engine:
             self.slots.forget_terms()
         self._admit()
         if self._used:
-            self._launch(self._horizon() if idle else self.block, self._top)
+            self._launch(self._horizon() if idle else self.block, self._top, self._deadline())
 
     def _horizon(self) -> int:
         """Iterations of the launch that follows admissions into an idle engine: :attr:`block`, or for a lone
@@ -436,7 +426,12 @@ class Engine:
         request = next(iter(self._active.values()))
         if request.collision is not None:
             return self.block
-        return lone_horizon(request.options, request.rows, request.deadline, self.block)
+        return lone_horizon(request.options, self.block)
+
+    def _deadline(self) -> float | None:
+        """The earliest deadline of the requests running in the slots (the launch stops there), or None."""
+        deadlines = [r.deadline for r in self._active.values() if r.deadline is not None]
+        return min(deadlines) if deadlines else None
 
     def run(self, request: Request | None = None) -> None:
         """Step until ``request`` is done (default: until nothing waits or runs)."""

@@ -359,6 +359,11 @@ class Slots(ABC, Generic[StoreArray]):
             least[at] = self.fields["best_least"][of]
             pair[at] = self.fields["best_pair"][of]
 
+    def counts_on_host(self) -> np.ndarray | None:
+        """(3, capacity) int32: a numpy view of the slots' status, iterations and age (as :meth:`read` gives them),
+        on the CPU; None on other devices (their counts come back by :meth:`read` alone)."""
+        return self._counts.numpy() if self.device.type == "cpu" else None
+
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""
         return self.status == RUNNING

@@ -1,0 +1,111 @@
+"""Launches sliced to meet a deadline: the clock is read between launches, so none may run long.
+
+A launch of ``rows`` slots for ``iterations`` iterations is one call of the kernel, however much work that is (a
+block of 20,000 panda targets is a few tenths of a second on one CPU core). Under a deadline, :class:`Pacer`
+runs it on the CPU as launches of at most :data:`SLICE_SECONDS` of work each: slices of consecutive slots, each
+advanced :data:`SLICE_ITERATIONS` iterations per launch until its slots stop or have run their iterations, sized
+by the seconds per slot-iteration of the launches timed before. It stops launching before the deadline; the
+slots not reached keep their state, and the scheduler retires them at their deadline. The first slices finish
+before later ones start, so the targets solved by the deadline are whole solves. The slots not started that no
+slice reached get a launch of no iterations, which measures their starts, so that every answer's errors come
+from the kernel; its time (as the last such launches took) is kept from the deadline. Slicing changes no answer:
+a slot runs the same iterations in launches of any size (the kernel keeps all of its state in the slot).
+
+Off the CPU a launch only queues the kernel, and the device's blocks are short: there a launch under a deadline
+is one launch, as without one, and the scheduler reads the clock at the next step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ik_layer.engine.kernel import RUNNING
+from ik_layer.engine.launch import BlockLauncher
+
+__all__ = ["FIRST_SLICE", "SLICE_ITERATIONS", "SLICE_SECONDS", "Pacer"]
+
+SLICE_SECONDS = 0.005
+"""The most seconds of estimated work of one launch under a deadline."""
+
+SLICE_ITERATIONS = 8
+"""The most iterations of one launch under a deadline; between launches a slice's stopped slots are skipped."""
+
+FIRST_SLICE = 4096
+"""The slot-iterations of the first launch under a deadline, before any launch has been timed."""
+
+
+class Pacer:
+    """:class:`~ik_layer.engine.launch.BlockLauncher` calls sliced to a deadline (see the module's docstring)."""
+
+    def __init__(self, launch: BlockLauncher) -> None:
+        self.launch = launch
+        self._counts = launch.slots.counts_on_host()  # status, iterations per slot: read between the slices
+        self.seconds_per_iteration: float | None = None  # per slot-iteration run, from the last timed launches
+        self.seconds_per_start: float | None = None  # per slot of a launch of no iterations, likewise
+
+    def __call__(self, iterations: int, rows: int, deadline: float | None = None) -> None:
+        """Advance the first ``rows`` slots by up to ``iterations`` iterations: in one launch without a
+        ``deadline`` (``time.monotonic()``) or off the CPU, else in slices, none started after the deadline."""
+        if deadline is None or self._counts is None or iterations == 0:
+            self.launch(iterations, rows)
+            return
+        if rows * iterations <= self._slice_work():  # one slice: one launch, unless the deadline has passed
+            if time.monotonic() < deadline:
+                self._timed(iterations, 0, rows)
+            return
+        status, counted = self._counts[0, :rows], self._counts[1, :rows]
+        fresh = np.flatnonzero((counted == 0) & (status == RUNNING))  # not started: measured if not reached
+        steps = min(iterations, SLICE_ITERATIONS)
+        first = 0
+        while first < rows:
+            stop = min(rows, first + max(1, self._slice_work() // steps))
+            for done in range(0, iterations, steps):
+                if self._late(deadline, len(fresh) - int(np.searchsorted(fresh, stop))):
+                    self._measure_starts(fresh[np.searchsorted(fresh, first) :])
+                    return
+                if not (status[first:stop] == RUNNING).any():
+                    break
+                self._timed(min(steps, iterations - done), first, stop)
+            first = stop
+
+    def _slice_work(self) -> int:
+        """Slot-iterations of the next launch: :data:`SLICE_SECONDS` of work by the estimate."""
+        if self.seconds_per_iteration is None:
+            return FIRST_SLICE
+        return max(1, int(SLICE_SECONDS / self.seconds_per_iteration))
+
+    def _late(self, deadline: float, waiting: int) -> bool:
+        """Whether the next launch would end after ``deadline``, less the time of measuring the starts of the
+        ``waiting`` slots not started after it."""
+        per_start = self.seconds_per_start
+        if per_start is None:  # until timed: half an iteration (a start is one evaluation, an iteration about two)
+            per_start = 0.5 * (self.seconds_per_iteration or 0.0)
+        return time.monotonic() + waiting * per_start >= deadline
+
+    def _timed(self, iterations: int, first: int, stop: int) -> None:
+        """One launch of slots ``first:stop``, timed into the estimate (per slot-iteration run; a mean of the last
+        few launches, weighted towards the newest)."""
+        counted = self._counts[1, first:stop]
+        before = int(counted.sum(dtype=np.int64))
+        start = time.perf_counter()
+        self.launch(iterations, stop - first, first)
+        seconds = time.perf_counter() - start
+        ran = int(counted.sum(dtype=np.int64)) - before
+        if ran > 0:
+            last, now = self.seconds_per_iteration, seconds / ran
+            self.seconds_per_iteration = now if last is None else 0.5 * (last + now)
+
+    def _measure_starts(self, fresh: np.ndarray) -> None:
+        """A launch of no iterations over the slots not started that no slice reached (``fresh``, ascending): each
+        is evaluated at its start (drawn if not given), which it records as its best; timed into the estimate of a
+        start. (Started slots among them are evaluated again, which changes nothing.)"""
+        if len(fresh) == 0:
+            return
+        first, stop = int(fresh[0]), int(fresh[-1]) + 1
+        start = time.perf_counter()
+        self.launch(0, stop - first, first)
+        now = (time.perf_counter() - start) / (stop - first)
+        last = self.seconds_per_start
+        self.seconds_per_start = now if last is None else 0.5 * (last + now)
