@@ -51,11 +51,11 @@ class Pacer:
         if deadline is None or self._counts is None or iterations == 0:
             self.launch(iterations, rows)
             return
+        status, counted = self._counts[0, :rows], self._counts[1, :rows]
         if rows * iterations <= self._slice_work():  # one slice: one launch, unless the deadline has passed
             if time.monotonic() < deadline:
-                self._timed(iterations, 0, rows)
+                self._timed(iterations, counted, 0, rows)
             return
-        status, counted = self._counts[0, :rows], self._counts[1, :rows]
         fresh = np.flatnonzero((counted == 0) & (status == RUNNING))  # not started: measured if not reached
         steps = min(iterations, SLICE_ITERATIONS)
         first = 0
@@ -67,7 +67,7 @@ class Pacer:
                     return
                 if not (status[first:stop] == RUNNING).any():
                     break
-                self._timed(min(steps, iterations - done), first, stop)
+                self._timed(min(steps, iterations - done), counted, first, stop)
             first = stop
 
     def _slice_work(self) -> int:
@@ -84,10 +84,10 @@ class Pacer:
             per_start = 0.5 * (self.seconds_per_iteration or 0.0)
         return time.monotonic() + waiting * per_start >= deadline
 
-    def _timed(self, iterations: int, first: int, stop: int) -> None:
-        """One launch of slots ``first:stop``, timed into the estimate (per slot-iteration run; a mean of the last
-        few launches, weighted towards the newest)."""
-        counted = self._counts[1, first:stop]
+    def _timed(self, iterations: int, counted: np.ndarray, first: int, stop: int) -> None:
+        """One launch of slots ``first:stop``, timed into the estimate (per slot-iteration run, by the slots'
+        iteration counts ``counted``; a mean of the last few launches, weighted towards the newest)."""
+        counted = counted[first:stop]
         before = int(counted.sum(dtype=np.int64))
         start = time.perf_counter()
         self.launch(iterations, stop - first, first)
