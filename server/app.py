@@ -21,6 +21,8 @@ from ik_layer.server.schemas import FKRequest, IKRequest, SceneRequest
 from ik_layer.server.served_robots import ServedRobot, load_robots, warm_up
 from ik_layer.server.settings import Settings, cuda_missing_reason
 from ik_layer.server.state import Loaded, ServerState
+from ik_layer.server.trajectory_jobs import TrajectoryLine
+from ik_layer.server.trajectory_schemas import TrajectoryRequest
 from ik_layer.server.worker import EngineWorker
 
 __all__ = ["create_app"]
@@ -36,7 +38,9 @@ configuration `q` (nq values) starts with the base pose `[x, y, z, qx, qy, qz, q
 Concurrent IK requests for one robot share its solver engine (continuous batching):
 their rows join the running solve between iteration blocks and each request is
 answered as soon as its own rows finish. Every request has a time limit; unreachable
-targets are not errors: they come back with `success: false`.
+targets are not errors: they come back with `success: false`. A trajectory request
+solves a clip of frames one after the other, no joint stepping faster than its
+velocity limit.
 """
 
 
@@ -55,9 +59,17 @@ def create_app(settings: Settings | None = None, robots: Mapping[str, ServedRobo
         lifespan=partial(_lifespan, state=state, loaded=robots),
     )
     app.state.ik = state
-    for module in (routes.health, routes.robots, routes.ik, routes.fk, routes.scenes, routes.metrics):
+    for module in (
+        routes.health,
+        routes.robots,
+        routes.ik,
+        routes.trajectory,
+        routes.fk,
+        routes.scenes,
+        routes.metrics,
+    ):
         app.include_router(module.router)
-    document_bodies(app, [IKRequest, FKRequest, SceneRequest])
+    document_bodies(app, [IKRequest, TrajectoryRequest, FKRequest, SceneRequest])
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, read_timeout=settings.read_timeout)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
@@ -71,6 +83,7 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
     threads_before = torch.get_num_threads()
     if settings.device == "auto" and state.device == "cpu":
         _log.warning("device auto: serving on the CPU: %s", cuda_missing_reason())
+    app.state.trajectories = TrajectoryLine(settings.max_trajectories_in_flight, settings.trajectory_queue_limit)
     try:
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
@@ -99,6 +112,7 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
         yield
     finally:
         state.ready = False
+        await asyncio.to_thread(app.state.trajectories.close)
         for running in state.robots.values():
             await running.worker.stop()
         state.robots.clear()

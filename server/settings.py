@@ -73,7 +73,19 @@ class Settings(_SolveDefaults):
         ge=1,
         description="row-iterations (rows x frames x seeds x max_iterations) waiting or solving per robot",
     )
+    max_trajectory_frames: int = Field(
+        1000, ge=1, le=1_000_000, description="most frames (T) in one trajectory request's clip"
+    )
+    max_trajectories_in_flight: int = Field(
+        2, ge=1, le=64, description="trajectory requests solving at once (all robots; one thread each)"
+    )
+    trajectory_queue_limit: int = Field(
+        16, ge=0, description="trajectory requests waiting for a thread, beyond those solving, before 503"
+    )
     timeout: float = Field(1.0, gt=0, le=600, description="default time limit of an IK request [s]")
+    trajectory_timeout: float | None = Field(
+        None, gt=0, le=600, description="default time limit of a trajectory request [s] (default: max_timeout)"
+    )
     max_timeout: float = Field(10.0, gt=0, le=600, description="largest time limit a request may ask for [s]")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body [bytes]")
     read_timeout: float = Field(10.0, gt=0, le=600, description="time to receive a request's headers and body [s]")
@@ -97,8 +109,10 @@ class Settings(_SolveDefaults):
 
     @model_validator(mode="after")
     def _timeouts_in_order(self) -> Settings:
-        if self.timeout > self.max_timeout:
-            raise ValueError(f"timeout ({self.timeout} s) must not exceed max_timeout ({self.max_timeout} s)")
+        for name in ("timeout", "trajectory_timeout"):
+            value = getattr(self, name)
+            if value is not None and value > self.max_timeout:
+                raise ValueError(f"{name} ({value} s) must not exceed max_timeout ({self.max_timeout} s)")
         return self
 
     @field_validator("device")
