@@ -10,11 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import torch
 from fastapi import FastAPI
 
 import ik_layer
+from ik_layer.client import (
+    AsyncClient,
+    Client,
+    InvalidRequest,
+    RemoteRobotNotFound,
+    RemoteTrajectoryResult,
+    RequestTooLarge,
+)
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server import Settings
 from ik_layer.server.decode import parse
@@ -275,3 +284,71 @@ def test_several_frames_on_a_floating_base_decode_and_solve_as_the_library(tiny_
     with pytest.raises(FieldError, match="side_tip") as refused:
         trajectory_job(robot, parse(TrajectoryRequest, json.dumps(missing).encode()), settings)
     assert refused.value.loc == ("body", "targets", 0)
+
+
+# --------------------------------------------------------------------------- the client, both faces
+
+
+def sync_client(app: FastAPI, loop: asyncio.AbstractEventLoop) -> Client:
+    """A blocking :class:`Client` whose requests the app answers on ``loop`` (call it from another thread)."""
+    forward = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ik.test", timeout=60)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent = httpx.Request(request.method, request.url, headers=request.headers, content=request.read())
+        answer = asyncio.run_coroutine_threadsafe(forward.send(sent), loop).result(timeout=60)
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+    return Client("http://ik.test", transport=httpx.MockTransport(handle))
+
+
+async def test_both_clients_answer_what_the_route_answers(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, client = api
+    robot = ur5e(app)
+    path = clip(robot, seed=2)
+    targets = robot.fk(path)  # (T, 4, 4): the client sends 7-vectors
+    fields = {"warm_start": path[0], "acceleration": 5.0, "velocity_limit": 3.0, "num_seeds": 2, "random_seed": 1}
+    body = body_of(robot, path, "vector", **{k: v.tolist() if isinstance(v, torch.Tensor) else v
+                                              for k, v in fields.items()})  # fmt: skip
+    expected = (await client.post("/v1/robots/ur5e/trajectory", json=body)).json()
+    async with AsyncClient("http://ik.test", transport=httpx.ASGITransport(app=app)) as remote:
+        answers = [await remote.trajectory("ur5e", matrix_to_pose(targets).numpy(), dt=DT, **fields)]
+        answers.append(await remote.trajectory("ur5e", targets, dt=DT, **fields))  # tensors in, tensors out
+    loop = asyncio.get_running_loop()
+
+    def blocking() -> RemoteTrajectoryResult:
+        with sync_client(app, loop) as remote:
+            return remote.trajectory("ur5e", matrix_to_pose(targets).tolist(), dt=DT, **fields)
+
+    answers.append(await asyncio.to_thread(blocking))
+    assert isinstance(answers[0].q, np.ndarray) and isinstance(answers[1].q, torch.Tensor)
+    for answer in answers:
+        assert answer.q.shape == (FRAMES, robot.nq) and answer.success.dtype in (np.bool_, torch.bool)
+        for name in ("q", "success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded"):
+            assert np.asarray(getattr(answer, name)).tolist() == expected[name], name
+
+
+async def test_the_clients_raise_the_library_errors(api: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    app, _ = api
+    robot = ur5e(app)
+    path = clip(robot)
+    poses = matrix_to_pose(robot.fk(path)).numpy()
+    async with AsyncClient("http://ik.test", transport=httpx.ASGITransport(app=app)) as remote:
+        with pytest.raises(InvalidRequest, match="velocity_limit") as refused:
+            await remote.trajectory("ur5e", poses, dt=DT, velocity_limit=[1.0, 2.0])
+        assert refused.value.status == 422 and refused.value.errors[0]["loc"] == ["body", "velocity_limit"]
+        with pytest.raises(RequestTooLarge) as too_long:
+            await remote.trajectory("ur5e", np.repeat(poses, 5, axis=0), dt=DT)
+        assert too_long.value.limit == 40
+        with pytest.raises(RemoteRobotNotFound):
+            await remote.trajectory("kuka", poses, dt=DT)
+        with pytest.raises(ik_layer.IKLayerError, match="one clip"):  # refused before sending
+            await remote.trajectory("ur5e", poses[None], dt=DT)
+        with pytest.raises(ik_layer.IKLayerError, match="dt"):
+            await remote.trajectory("ur5e", poses, dt=float("nan"))
+    loop = asyncio.get_running_loop()
+
+    def blocking() -> None:
+        with sync_client(app, loop) as remote, pytest.raises(InvalidRequest, match="dt"):
+            remote.trajectory("ur5e", poses, dt=-1.0)
+
+    await asyncio.to_thread(blocking)

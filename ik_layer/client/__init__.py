@@ -24,6 +24,7 @@ Example::
         result = client.solve("ur5e", targets)  # (..., 7) or (..., 4, 4)
         result.q, result.success, result.status
         feet = client.solve("solo", feet_targets, weights=[1, 1, 1, 0, 0, 0])  # (..., 4, 4, 4): four feet
+        clip = client.trajectory("ur5e", clip_targets, dt=0.01, warm_start=q0)  # (T, 7): q (T, nq), max_step (T,)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ik_layer.client.wire import (
     InvalidRequest,
     RemoteIKResult,
     RemoteRobotNotFound,
+    RemoteTrajectoryResult,
     RequestTooLarge,
     RobotInfo,
     ServiceError,
@@ -52,6 +54,7 @@ __all__ = [
     "InvalidRequest",
     "RemoteIKResult",
     "RemoteRobotNotFound",
+    "RemoteTrajectoryResult",
     "RequestTooLarge",
     "RetryPolicy",
     "RobotInfo",

@@ -18,6 +18,7 @@ import numpy as np
 from ik_layer.client.wire import (
     RemoteIKResult,
     RemoteRobotNotFound,
+    RemoteTrajectoryResult,
     RequestTooLarge,
     RobotInfo,
     ServiceError,
@@ -40,6 +41,7 @@ from ik_layer.client.wire import (
     _scene_name,
     _scenes_fields,
     _target_poses,
+    _trajectory_result,
     _warm_start_rows,
     _weights_field,
 )
@@ -238,6 +240,62 @@ class _Core:
             solutions = _flat_sets(solutions, num_solutions)
         return _ik_result(solutions, batch, info, gradient, targets, numpy)
 
+    def trajectory_flow(
+        self,
+        robot: str,
+        targets: ArrayLike,
+        options: SolveOptions | None,
+        dt: float,
+        velocity_limit: ArrayLike | float | None,
+        acceleration: float | None,
+        warm_start: ArrayLike | None,
+        posture: ArrayLike | None,
+        posture_weight: float | None,
+        weights: ArrayLike | None,
+        timeout: float | None,
+        random_seed: int | None,
+        numpy: bool,
+        option_changes: dict[str, Any],
+    ) -> Flow[RemoteTrajectoryResult]:
+        checked = as_checked(_as_float64(targets, "targets"), "targets")
+        path = _robot_path(robot, "trajectory")
+        info = yield from self._info(robot)
+        poses, batch = _target_poses(checked, info)
+        if len(batch) != 1 or batch[0] == 0:
+            frames = "" if info.frames == 1 else f"{info.frames}, "
+            raise ShapeError(
+                f"targets must be one clip of T >= 1 frames, (T, {frames}4, 4) or (T, {frames}7), got "
+                f"{tuple(checked.shape)}"
+            )
+        keyed = info.ee_frames if info.frames > 1 else None
+        body: dict[str, Any] = {"targets": [_pose_json(p, keyed) for p in poses.tolist()]}
+        body["dt"] = _number("dt", dt)
+        if isinstance(velocity_limit, (int, float)):
+            body["velocity_limit"] = _number("velocity_limit", velocity_limit)
+        elif velocity_limit is not None:
+            limit = _as_float64(velocity_limit, "velocity_limit")
+            if limit.ndim > 1 or not np.isfinite(limit).all():
+                raise ShapeError(f"velocity_limit must be one finite number or one per joint, got {limit!r:.100}")
+            body["velocity_limit"] = limit.tolist()
+        for name, value in (("acceleration", acceleration), ("posture_weight", posture_weight)):
+            if value is not None:
+                body[name] = _number(name, value)
+        for name, given in (("warm_start", warm_start), ("posture", posture)):
+            if given is not None:
+                body[name] = _configuration(given, name, info.nq)
+        if weights is not None:
+            body["weights"] = _weights_field(weights, info)
+        if timeout is not None:
+            body["timeout"] = _number("timeout", timeout)
+        if random_seed is not None:
+            if isinstance(random_seed, bool) or not isinstance(random_seed, int) or random_seed < 0:
+                raise IKLayerError(f"random_seed must be a non-negative int, got {random_seed!r}")
+            body["random_seed"] = random_seed
+        body.update(_option_fields(options, option_changes))
+        http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
+        answer = yield from self._exchange(_Call("POST", path, body, http_timeout))
+        return _trajectory_result(answer, batch[0], info, targets, numpy)
+
     def _info(self, robot: str) -> Flow[RobotInfo]:
         """The server's description of ``robot`` (asked for once, then kept)."""
         if robot not in self._robots:
@@ -299,6 +357,23 @@ class _Core:
         )
 
 
+def _number(name: str, value: object) -> float:
+    """``value``, a finite number (the server checks its bounds)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
+        raise IKLayerError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _configuration(given: ArrayLike, name: str, nq: int) -> list[float]:
+    """One configuration (nq,) of a trajectory request (``warm_start``, ``posture``)."""
+    q = _as_float64(given, name)
+    if q.shape != (nq,):
+        raise ShapeError(f"{name} must be one configuration of shape ({nq},), got {tuple(q.shape)}")
+    if not np.isfinite(q).all():
+        raise NonFiniteError(f"{name} holds NaN or infinite values")
+    return q.tolist()
+
+
 _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik_layer.solve` does locally.
 
         Args:
@@ -344,6 +419,43 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
             RemoteRobotNotFound: no such robot on the server.
             InvalidRequest: the server refused the request (422); ``errors`` holds its reasons.
             RequestTooLarge: a single target is over the server's size or work limits.
+            ServiceUnavailable: the server stayed busy through the retries.
+            IKLayerError: bad input found before sending (shapes, frames, non-finite values, unknown options).
+        """
+
+
+_TRAJECTORY_DOC = """Solve a clip of T targets on the server's ``robot``, as :func:`ik_layer.solve_trajectory` does
+        locally: frame after frame, no joint stepping more than ``velocity_limit * dt``.
+
+        Args:
+            robot: the robot's name on the server (see :meth:`robots`).
+            targets: one clip, (T, 4, 4) transforms or (T, 7) poses ``[x, y, z, qx, qy, qz, qw]`` (tensor, array or
+                nested lists); (T, F, 4, 4) or (T, F, 7) for a robot with F end-effector frames, in the order of its
+                ``ee_frames``. At most the server's ``--max-trajectory-frames`` frames (else
+                :class:`RequestTooLarge` with its ``limit``).
+            options: solver options to send in full (default: only ``**option_changes``; the server's defaults fill
+                in the rest; secondary terms are refused).
+            dt: [s] time between frames.
+            velocity_limit: joint velocity limits [rad/s or m/s]: one number, or one per joint (default: the robot
+                model's ``<limit velocity>``).
+            acceleration: weight of the acceleration cost (default the server's, 0).
+            warm_start: (nq,) the configuration the robot rests at before the first frame.
+            posture: (nq,) a preferred configuration every frame is pulled towards; ``posture_weight`` its weight.
+            weights: error weights of ``[x, y, z, rx, ry, rz]`` for every frame: (6,), or (F, 6) per end-effector
+                frame.
+            timeout: the server's time limit for the clip [s] (default: the server's); a clip not solved by then is
+                refused (:class:`RequestTooLarge`: too much work for its time limit).
+            random_seed: seed of the server's random generator: the same call, the same answer.
+            numpy: numpy arrays even for tensor targets (other targets always give numpy arrays).
+            **option_changes: solver options by name (``num_seeds=8``, ``position_tolerance=1e-5``...).
+
+        Returns:
+            A :class:`RemoteTrajectoryResult`, fields (T, ...): tensors for tensor targets, else numpy arrays.
+
+        Raises:
+            RemoteRobotNotFound: no such robot on the server.
+            InvalidRequest: the server refused the request (422); ``errors`` holds its reasons.
+            RequestTooLarge: more frames than the server takes, or not solved within the time limit (413).
             ServiceUnavailable: the server stayed busy through the retries.
             IKLayerError: bad input found before sending (shapes, frames, non-finite values, unknown options).
         """

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from ik_layer.client._core import _SOLVE_DOC, Flow, RetryPolicy, _Call, _Core
-from ik_layer.client.wire import RemoteIKResult, RobotInfo
+from ik_layer.client._core import _SOLVE_DOC, _TRAJECTORY_DOC, Flow, RetryPolicy, _Call, _Core
+from ik_layer.client.wire import RemoteIKResult, RemoteTrajectoryResult, RobotInfo
 from ik_layer.core.options import SolveOptions
 
 if TYPE_CHECKING:
@@ -82,6 +82,32 @@ class AsyncClient:
         return await self._run(flow)
 
     solve.__doc__ = _SOLVE_DOC
+
+    async def trajectory(
+        self,
+        robot: str,
+        targets: ArrayLike,
+        options: SolveOptions | None = None,
+        *,
+        dt: float,
+        velocity_limit: ArrayLike | float | None = None,
+        acceleration: float | None = None,
+        warm_start: ArrayLike | None = None,
+        posture: ArrayLike | None = None,
+        posture_weight: float | None = None,
+        weights: ArrayLike | None = None,
+        timeout: float | None = None,
+        random_seed: int | None = None,
+        numpy: bool = False,
+        **option_changes: Any,
+    ) -> RemoteTrajectoryResult:
+        flow = self._core.trajectory_flow(
+            robot, targets, options, dt, velocity_limit, acceleration, warm_start, posture, posture_weight, weights,
+            timeout, random_seed, numpy, option_changes,
+        )  # fmt: skip
+        return await self._run(flow)
+
+    trajectory.__doc__ = _TRAJECTORY_DOC
 
     async def put_scene(self, robot: str, name: str, obstacles: Sequence[Mapping[str, Any]]) -> int:
         """Register (or replace) the scene ``name`` of ``robot`` on the server; return how many obstacles it holds."""

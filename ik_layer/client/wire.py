@@ -35,6 +35,7 @@ __all__ = [
     "InvalidRequest",
     "RemoteIKResult",
     "RemoteRobotNotFound",
+    "RemoteTrajectoryResult",
     "RequestTooLarge",
     "RobotInfo",
     "ServiceError",
@@ -142,6 +143,33 @@ class RemoteIKResult:
             torch.from_numpy(status) if isinstance(self.q, torch.Tensor) else status,
             self.goal,
         )
+
+
+@dataclass(frozen=True)
+class RemoteTrajectoryResult:
+    """The fields of an :class:`ik_layer.TrajectoryResult` of one clip of T frames, answered by the service.
+
+    Float64 / bool CPU tensors for tensor targets, numpy arrays for other targets or when the call asked for
+    ``numpy=True``.
+
+    Attributes:
+        q: (T, nq) configurations (a floating base's pose first), inside the joint limits.
+        success: (T,) bool: the frame's pose within the tolerances, its step within the velocity limits.
+        position_error: (T,) [m] (the worst end-effector frame's).
+        orientation_error: (T,) [rad] (the worst end-effector frame's).
+        max_step: (T,) [rad or m] the largest joint motion from the previous frame (from ``warm_start`` for the
+            first frame; 0 there without one).
+        velocity_ratio: (T,) the largest ``|step_j| / (v_max_j dt)``: at most 1.
+        bounded: (T,) bool: frames solved again inside their velocity box.
+    """
+
+    q: Array
+    success: Array
+    position_error: Array
+    orientation_error: Array
+    max_step: Array
+    velocity_ratio: Array
+    bounded: Array
 
 
 # --- errors ----------------------------------------------------------------------------------------------------
@@ -475,6 +503,25 @@ def _ik_result(
     given = {k: _as_given(v, targets, numpy) for k, v in values.items()}
     gradients_given = None if gradients is None else _as_given(gradients, targets, numpy)
     return RemoteIKResult(**given, status=status, gradient=gradients_given)
+
+
+def _trajectory_result(
+    answer: Any, frames: int, info: RobotInfo, targets: ArrayLike, numpy: bool
+) -> RemoteTrajectoryResult:
+    """The :class:`RemoteTrajectoryResult` of the server's answer to a clip of ``frames`` frames (tensors for tensor
+    ``targets`` unless ``numpy``, see :func:`_as_given`)."""
+    kinds = {"success": np.bool_, "bounded": np.bool_}
+    names = ("success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded")
+    try:
+        values = {"q": np.array(answer["q"], dtype=np.float64).reshape(frames, info.nq)}
+        for name in names:
+            column = answer[name]
+            if not isinstance(column, list) or len(column) != frames:
+                raise ValueError(f"{name} must be a list of {frames} values")
+            values[name] = np.array(column, dtype=kinds.get(name, np.float64))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ServiceError(f"unreadable trajectory answer: {err!r}", 200, answer) from None
+    return RemoteTrajectoryResult(**{k: _as_given(v, targets, numpy) for k, v in values.items()})
 
 
 def _flat_sets(sets: list[Any], k: int) -> list[dict[str, Any]]:
