@@ -1,4 +1,4 @@
-"""The ``ik-layer`` command line: list robots, run FK and batch IK on files, serve, benchmark, view.
+"""The ``ik-layer`` command line: list robots, run FK, batch IK and trajectories on files, serve, benchmark, view.
 
 Every subcommand returns an exit code: 0 on success, 2 on bad input (a one-line
 message on stderr, no traceback), 130 when interrupted with Ctrl-C; ``serve``
@@ -49,6 +49,7 @@ from ik_layer.loading import load_robot
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.model.robot import Robot
 from ik_layer.robots import REGISTRY
+from ik_layer.trajectory.solve import TrajectoryResult, solve_trajectory
 
 __all__ = ["main"]
 
@@ -80,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with the ``robots``, ``fk``, ``solve``, ``serve``, ``bench`` and ``view`` subcommands."""
+    """The argument parser with the ``robots``, ``fk``, ``solve``, ``trajectory``, ``serve``, ``bench`` and ``view``
+    subcommands."""
     parser = argparse.ArgumentParser(prog="ik-layer", description="Differentiable batched inverse kinematics.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -151,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"{spec.help}: {spec.describe_range()} (default {spec.default:g})"
         ik.add_argument(flag, type=_option_type(spec), default=spec.default, help=help_text)
     ik.set_defaults(run=run_solve)
+    _trajectory_parser(sub)
 
     serve = sub.add_parser(
         "serve", help="start the HTTP service; further arguments go to python -m ik_layer.server", add_help=False
@@ -214,6 +217,80 @@ def _robot_arguments(parser: argparse.ArgumentParser) -> None:
         default="error",
         help="rows with NaN values or zero quaternions: skip or refuse",
     )
+
+
+def _trajectory_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``trajectory`` subcommand: one clip of frames, one per row of a targets file."""
+    clip = sub.add_parser(
+        "trajectory",
+        help="solve a clip of targets (one frame per row) frame after frame within joint velocity limits",
+        description="Solve the clip of a targets file, one frame per row in time order, as "
+        "ik_layer.solve_trajectory does: no joint steps more than its velocity limit times --dt between frames.",
+    )
+    _robot_arguments(clip)
+    clip.add_argument("targets_file", type=Path, help="the clip: .csv (x,y,z,qx,qy,qz,qw), .npy/.npz, .jsonl")
+    clip.add_argument("--dt", type=_seconds, required=True, help="time between frames [s]")
+    clip.add_argument("-o", "--output", type=Path, help="output .csv/.npz/.jsonl (default: CSV on stdout)")
+    clip.add_argument(
+        "--velocity-limit",
+        type=_velocities,
+        metavar="V[,V...]",
+        help="joint velocity limits [rad/s or m/s]: one for every joint, or one per joint (default: the model's "
+        "<limit velocity>)",
+    )
+    clip.add_argument(
+        "--acceleration", type=_non_negative, default=0.0, help="weight of the acceleration cost (default 0: none)"
+    )
+    clip.add_argument(
+        "--warm-start",
+        type=Path,
+        help="the configuration the robot rests at before the first frame: a file of one configuration",
+    )
+    clip.add_argument("--posture", type=Path, help="a preferred configuration every frame is pulled towards")
+    clip.add_argument(
+        "--posture-weight", type=_non_negative, default=0.01, help="weight of the posture cost (default 0.01)"
+    )
+    clip.add_argument("--random-seed", type=int, help="seed of the solver's random generator (reproducible runs)")
+    clip.add_argument(
+        "--chunk-size",
+        type=_positive,
+        default=256,
+        help="frames per solver call (default 256), the last answer carried to the next chunk as its warm start: "
+        "the same answers as one call without --acceleration; with it the clip is solved in one call",
+    )
+    clip.add_argument(
+        "--progress",
+        action="store_true",
+        help="show the progress line on stderr even when it is not a terminal (it shows on a terminal anyway)",
+    )
+    for spec in OPTION_SPECS.values():
+        if spec.name in _TRAJECTORY_REFUSED:
+            continue
+        flag = "--" + spec.name.replace("_", "-")
+        help_text = f"{spec.help}: {spec.describe_range()} (default {spec.default:g})"
+        clip.add_argument(flag, type=_option_type(spec), default=spec.default, help=help_text)
+    clip.set_defaults(run=run_trajectory)
+
+
+_TRAJECTORY_REFUSED = ("centring", "manipulability", "self_collision")  # secondary terms solve_trajectory refuses
+
+
+def _velocities(text: str) -> float | list[float]:
+    """``V`` or ``V,V,...``: positive velocity limits."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not all(v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"velocity limits must be > 0, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
 
 
 def _names(text: str) -> list[str]:
@@ -402,6 +479,100 @@ def _solve_chunks(
             succeeded += int(result.success.sum())
             bar.update(len(chunk))
             bar.set_postfix(success=f"{succeeded / done:.1%}", refresh=False)
+
+
+def run_trajectory(args: argparse.Namespace) -> int:
+    """Solve the clip of ``args.targets_file`` in chunks of frames, with a progress line; write one row per frame."""
+    robot = _robot(args)
+    if args.output is not None:
+        check_output(args.output)
+    if args.on_invalid == "skip":
+        raise CLIError("--on-invalid skip: a clip cannot skip a frame (its time steps would change); fix the rows")
+    targets = read_targets(args.targets_file, robot.ee_frames)
+    targets, _ = drop_invalid(targets, invalid_poses(targets.values), "error")
+    columns = q_columns(robot.joint_names, robot.floating_base)
+    warm_start = None if args.warm_start is None else _one_configuration(args.warm_start, columns, robot)
+    posture = None if args.posture is None else _one_configuration(args.posture, columns, robot)
+    generator = torch.Generator(device=robot.device)
+    if args.random_seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(args.random_seed)
+    poses = torch.as_tensor(targets.values, dtype=robot.dtype, device=robot.device)
+    poses = poses.reshape(len(poses), *robot.target_shape[:-2], len(POSE_COLUMNS))
+    start = time.perf_counter()
+    result = trajectory_in_chunks(
+        robot, poses, args, warm_start=warm_start, posture=posture, generator=generator, progress=args.progress
+    )
+    fields = {name: getattr(result, name).detach().cpu().numpy() for name in _TRAJECTORY_FIELDS}
+    table = Table({"line": targets.lines, **fields}, {"q": columns})
+    if args.output is None:
+        write_csv(sys.stdout, table)
+    else:
+        write_table(args.output, table)
+    seconds = time.perf_counter() - start
+    n, ok = len(targets.lines), int(result.success.sum())
+    print(
+        f"ik-layer trajectory: {ok}/{n} frames solved ({ok / n:.1%}) in {seconds:.2f} s "
+        f"({n / max(seconds, 1e-9):.0f} frames/s); largest velocity ratio {float(result.velocity_ratio.max()):.3f}; "
+        f"{int(result.bounded.sum())} frame(s) solved in their velocity box"
+        + ("" if args.output is None else f"; wrote {args.output}"),
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+_TRAJECTORY_FIELDS = ("q", "success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded")
+
+
+def trajectory_in_chunks(
+    robot: Robot,
+    poses: torch.Tensor,
+    args: argparse.Namespace,
+    *,
+    warm_start: torch.Tensor | None,
+    posture: torch.Tensor | None,
+    generator: torch.Generator,
+    progress: bool = False,
+) -> TrajectoryResult:
+    """:func:`~ik_layer.solve_trajectory` of the clip ``poses`` (T, [F,] 7), ``args.chunk_size`` frames per call.
+
+    Each chunk starts from the last answer of the one before as its warm start, with the same generator: frame ``t``
+    depends on the frame before it only, so the answers are those of one call. With ``args.acceleration`` a frame
+    depends on the two frames before it, which a warm start cannot carry: the clip is then solved in one call.
+    """
+    options = SolveOptions(**{name: getattr(args, name) for name in OPTION_SPECS if name not in _TRAJECTORY_REFUSED})
+    frames = len(poses)
+    size = args.chunk_size if args.acceleration == 0 else frames
+    limit = args.velocity_limit
+    if isinstance(limit, list):
+        limit = torch.tensor(limit, dtype=robot.dtype, device=robot.device)
+    parts: list[TrajectoryResult] = []
+    with tqdm(
+        total=frames, unit="frame", file=sys.stderr, disable=False if progress else None, mininterval=0.5,
+        dynamic_ncols=True,
+    ) as bar:  # fmt: skip
+        for begin in range(0, frames, size):
+            part = solve_trajectory(
+                robot, poses[begin : begin + size], options, dt=args.dt, velocity_limit=limit,
+                acceleration=args.acceleration, warm_start=warm_start, posture=posture,
+                posture_weight=args.posture_weight, generator=generator,
+            )  # fmt: skip
+            parts.append(part)
+            warm_start = part.q[-1]
+            bar.update(len(part.q))
+            solved = sum(int(p.success.sum()) for p in parts)
+            bar.set_postfix(success=f"{solved / (begin + len(part.q)):.1%}", refresh=False)
+    return TrajectoryResult(*(torch.cat([getattr(p, name) for p in parts]) for name in _TRAJECTORY_FIELDS))
+
+
+def _one_configuration(path: Path, columns: list[str], robot: Robot) -> torch.Tensor:
+    """The one configuration (nq,) of a file (``--warm-start``, ``--posture``)."""
+    rows = read_q(path, columns)
+    drop_invalid(rows, invalid_q(rows.values, robot.floating_base), "error", _q_invalid(robot))
+    if len(rows.values) != 1:
+        raise InputFileError(f"{rows.path}: {len(rows.values)} configurations; give one (the clip's)")
+    return torch.as_tensor(rows.values[0], dtype=robot.dtype, device=robot.device)
 
 
 def _write_results(path: Path, robot: Robot, lines: np.ndarray, chunks: list[IKResult], solutions: int) -> int:
