@@ -119,12 +119,12 @@ def test_rows_with_different_options_share_blocks(robot):
 
 def test_deadline_retires_unfinished_rows_with_their_best_configuration(robot):
     engine = Engine(robot, capacity=8, block=2)
-    target = unreachable(robot, 3)
-    long = OPTIONS.replace(max_iterations=10_000)
-    problem = Problem.prepare(robot, target, long, warm_start=starts(robot, 3, seed=12))
-    request = engine.submit(problem, deadline=time.monotonic() + 0.05, give_up=False)
+    target = unreachable(robot, 8)
+    long = OPTIONS.replace(max_iterations=10_000)  # 80,000 slot-iterations: about 0.1 s
+    problem = Problem.prepare(robot, target, long, warm_start=starts(robot, 8, seed=12))
+    request = engine.submit(problem, deadline=time.monotonic() + 0.01, give_up=False)
     engine.run(request)  # alone: its whole budget in slices of a few ms, until the deadline
-    assert request.status.tolist() == [DEADLINE] * 3
+    assert request.status.tolist() == [DEADLINE] * 8
     result = request.result()
     assert not result.success.any() and bool(torch.isfinite(result.q).all())
     assert int(result.iterations.min()) > 0 and int(result.iterations.max()) < 10_000

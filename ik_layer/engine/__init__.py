@@ -4,7 +4,8 @@
   slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.reference`);
   its joint sines and cosines come from :mod:`ik_layer.model.trig`.
 * :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp, and the host-side
-  writes and reads of it, the same for every store.
+  writes and reads of it, the same for every store; :mod:`~ik_layer.engine.slot_rows`: its memory, four buffers
+  of one row per slot (a group of targets enters, answers and is read back in whole-row copies).
 * :mod:`~ik_layer.engine.store`: how the host reaches that memory, chosen once per engine: numpy views
   (:class:`~ik_layer.engine.store.HostStore`, the CPU's default) or torch indexing
   (:class:`~ik_layer.engine.store.TensorStore`, any device).

@@ -51,7 +51,7 @@ class Pacer:
         if deadline is None or self._counts is None or iterations == 0:
             self.launch(iterations, rows)
             return
-        status, counted = self._counts[0, :rows], self._counts[1, :rows]
+        status, counted = self._counts[0][:rows], self._counts[1][:rows]
         if rows * iterations <= self._slice_work():  # one slice: one launch, unless the deadline has passed
             if time.monotonic() < deadline:
                 self._timed(iterations, counted, 0, rows)

@@ -38,7 +38,7 @@ from ik_layer.engine.kernel import RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.pace import Pacer
 from ik_layer.engine.reach import reach
-from ik_layer.engine.slots import compact_index
+from ik_layer.engine.slots import Array, compact_index
 from ik_layer.engine.store import open_store
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
@@ -102,12 +102,18 @@ class Request:
         self.slot = np.full((n, self.options.num_seeds), -1, dtype=np.int64)  # slot of each running seed
         self.best_score = np.full(n, np.inf)  # of the seeds already stopped
         first = self.initial.expand(n, -1) if self.start is None else self.start[:, 0]
-        self.q = first.detach().clone()
-        self.error = torch.full((n, 2), torch.inf, dtype=first.dtype, device=first.device)  # at q: [m], [rad]
+        nq = first.shape[-1]
+        # The answers, laid out as the slots' answer rows (best q, errors, least distance: one copy takes them).
+        self.answer = torch.empty(n, nq + 3, dtype=first.dtype, device=first.device)
+        self.q, self.error = self.answer[:, :nq], self.answer[:, nq : nq + 2]  # at q: [m], [rad]
+        self.q.copy_(first)
+        self.error.fill_(torch.inf)
+        self.moves: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, slots) whose answers are to be taken
         self.least = None  # with a collision term: the least distance at q [m] (NaN until measured) and its pair
         self.pair = None  # (the kernel's, in its sphere order, until finish)
         if self.collision is not None:
-            self.least = torch.full((n,), torch.nan, dtype=first.dtype, device=first.device)
+            self.least = self.answer[:, nq + 2]
+            self.least.fill_(torch.nan)
             self.pair = torch.full((n, 2), -1, dtype=torch.int32, device=first.device)
         self.arrays = SimpleNamespace()  # the engine store's views of the tensors above, and its .tensor (by submit)
 
@@ -141,14 +147,15 @@ class Request:
         if not self.done.is_set():
             raise IKLayerError(f"request {self.id} is not finished; wait on request.done")
         shape = (self.rows,) if batch is None else tuple(batch)
-        a, tensor = self.arrays, self.arrays.tensor  # reshaped as the store's arrays (numpy views: far cheaper)
+        tensor, nq = self.arrays.tensor, self.q.shape[-1]
+        answer = tensor(self.arrays.answer)
         return IKResult(
-            q=tensor(a.q.reshape(*shape, a.q.shape[-1])),
+            q=answer[:, :nq].reshape(*shape, nq).contiguous(),
             success=tensor((self.codes == SOLVED).reshape(shape)),
-            position_error=tensor(a.error[:, 0].reshape(shape)),
-            orientation_error=tensor(a.error[:, 1].reshape(shape)),
+            position_error=answer[:, nq].reshape(shape),
+            orientation_error=answer[:, nq + 1].reshape(shape),
             iterations=tensor(self.used.reshape(shape)),
-            min_distance=None if a.least is None else tensor(a.least.reshape(shape)),
+            min_distance=None if self.least is None else answer[:, nq + 2].reshape(shape),
             closest_pair=None if self.pair is None else self.pair.reshape(*shape, 2).to(torch.long),
             status=tensor(self.codes.reshape(shape)),
         )
@@ -340,45 +347,54 @@ class Engine:
         unreachable = self._beyond_reach(problem)
         placed = slice(0, n)
         slots.forget_terms()
-        streams = np.arange(n, dtype=np.int32) * options.num_seeds  # as the scheduler's (target, seed 0)
-        slots.admit(
-            placed, slots.array(problem.target), None if start is None else slots.array(start[:, 0]), options,
-            weights=slots.array(problem.weights), seed=seed, rng_offset=streams,
-            posture=None if problem.posture is None else slots.array(problem.posture), scene=(0, 0), pool=-1,
+        given = slots.pack(problem.target, None if start is None else start[:, 0], weights=problem.weights,
+                           posture=problem.posture)  # fmt: skip
+        slots.place(
+            placed, given, options, posture=problem.posture is not None, random=start is None, seed=seed,
+            rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
+            budget=_budgets(options, unreachable) if unreachable.any() else None,
         )  # fmt: skip
-        if unreachable.any():
-            slots.set_budget(placed, _budgets(options, unreachable))
         self._launch(lone_horizon(options, self.block), n, deadline)
         status, iterations, _, _ = slots.read(n)
         if (status == RUNNING).any():  # the scheduler's from here: give stalled targets more seeds, deadlines...
-            request = self._open(problem, seed, deadline, None)
+            request = self._open(problem, seed, deadline, None, given)
             request.unreachable, request.scene, request.admitted = unreachable, np.zeros((1, 2), dtype=np.int32), n
-            self._hold(request, np.arange(n), placed, np.arange(n), 0, np.zeros(n, dtype=np.int64))
+            none = np.zeros(n, dtype=np.int64)
+            self._hold(request, np.arange(n), placed, np.arange(n), none, none)
             self.run(request)
             return request.result(problem.batch)
-        batch, tensor, field = problem.batch, slots.tensor, slots.fields
-        error = slots.copy(field["best_error"][:n])
+        batch, tensor, nq = problem.batch, slots.tensor, self.robot.nq
+        answer = tensor(slots.copy(slots.rows_of["answer"][:n]))
         result = IKResult(
-            q=tensor(slots.copy(field["best_q"][:n]).reshape(*batch, -1)),
+            q=answer[:, :nq].reshape(*batch, nq).contiguous(),
             success=tensor((status == SOLVED).reshape(batch)),
-            position_error=tensor(error[:, 0].reshape(batch)),
-            orientation_error=tensor(error[:, 1].reshape(batch)),
+            position_error=answer[:, nq].reshape(batch),
+            orientation_error=answer[:, nq + 1].reshape(batch),
             iterations=tensor(iterations.astype(np.int64).reshape(batch)),
             status=tensor(status.reshape(batch)),
         )
         slots.retire(placed)
         return result
 
-    def _open(self, problem: Problem, seed: int, deadline: float | None, collision: CollisionCost | None) -> Request:
-        """A new request of ``problem``, with the store's arrays of its tensors."""
+    def _open(
+        self,
+        problem: Problem,
+        seed: int,
+        deadline: float | None,
+        collision: CollisionCost | None,
+        given: Array | None = None,
+    ) -> Request:
+        """A new request of ``problem``, with the store's arrays of its tensors and its ``given`` rows (packed here
+        unless given: :meth:`Slots.pack`)."""
         request = Request(problem, seed, deadline, self._home, collision)
         store, arrays = self.slots, request.arrays
-        arrays.target, arrays.weights = store.array(problem.target), store.array(problem.weights)
-        arrays.posture = None if problem.posture is None else store.array(problem.posture)
         arrays.start = None if request.start is None else store.array(request.start)
-        arrays.q, arrays.error = store.array(request.q), store.array(request.error)
-        arrays.least = None if request.least is None else store.array(request.least)
+        arrays.q, arrays.answer = store.array(request.q), store.array(request.answer)
         arrays.pair = None if request.pair is None else store.array(request.pair)
+        if given is None:
+            start = None if request.start is None else request.start[:, 0]
+            given = store.pack(problem.target, start, weights=problem.weights, posture=problem.posture)
+        arrays.given = given
         arrays.tensor = store.tensor
         return request
 
@@ -441,8 +457,10 @@ class Engine:
     # ----------------------------------------------------------------------------------- admission
 
     def _admit(self) -> None:
+        """Place the seeds that wait: stalled targets' next seeds first, then the queue's targets in order; each
+        request's seeds of the step in one placement (:meth:`_place`)."""
         with self._lock:
-            groups: dict[tuple[Request, int], list[tuple[int, int]]] = {}  # (request, seed) -> [(row, offset)]
+            places: dict[int, tuple[Request, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]] = {}
             taken = 0
             free = self.slots.capacity - self._used
             while self._extra and (taken < free or self._extra[0][0].cancelled):  # stalled targets first
@@ -453,11 +471,10 @@ class Engine:
                 if request.cancelled:
                     self._cancel_seedless(request, row, offset)
                     continue
-                groups.setdefault((request, k), []).append((row, offset))
+                places.setdefault(request.id, (request, []))[1].append(
+                    (np.array([row]), np.array([k]), np.array([offset]))
+                )
                 taken += 1
-            for (request, k), entries in groups.items():
-                rows, offsets = np.array(entries, dtype=np.int64).T
-                self._place(request, rows, k, offsets)
             now = time.monotonic()
             while self._waiting:
                 request = self._waiting[0]
@@ -466,19 +483,23 @@ class Engine:
                     self._waiting.popleft()
                     self._drop_unadmitted(request, CANCELLED if request.cancelled else DEADLINE)
                     continue
-                if self._used >= self.slots.capacity or not self._place_scene(request):
+                if self._used + taken >= self.slots.capacity or not self._place_scene(request):
                     break
-                take = min(self.slots.capacity - self._used, request.rows - request.admitted)
+                take = min(self.slots.capacity - self._used - taken, request.rows - request.admitted)
                 probing = request.pool >= 0 and request.admitted == 0 and take > PROBE_ROWS
                 if probing:  # a few first: their free answers fill the start pool the others' random seeds draw on
                     take = PROBE_ROWS
-                rows = np.arange(request.admitted, request.admitted + take)
-                self._place(request, rows, 0, np.zeros(take, dtype=np.int64))
+                rows, none = np.arange(request.admitted, request.admitted + take), np.zeros(take, dtype=np.int64)
+                places.setdefault(request.id, (request, []))[1].append((rows, none, none))
+                taken += take
                 request.admitted += take
                 if request.admitted == request.rows:
                     self._waiting.popleft()
                 if probing:  # the rest from the next step on, after a block of the probe's
                     break
+            for request, parts in places.values():
+                rows, seeds, offsets = (np.concatenate(part) for part in zip(*parts, strict=True))
+                self._place(request, rows, seeds, offsets)
 
     def _place_scene(self, request: Request) -> bool:
         """Whether ``request``'s obstacles are in the obstacle table, placing them there if there is room."""
@@ -492,8 +513,9 @@ class Engine:
                     self.slots.empty_starts(request.pool)
         return request.scene is not None
 
-    def _place(self, request: Request, rows: np.ndarray, k: int, offsets: np.ndarray) -> None:
-        """Seed ``k`` of the targets ``rows`` into the lowest free slots, ``offsets`` iterations into their budgets."""
+    def _place(self, request: Request, rows: np.ndarray, seeds: np.ndarray, offsets: np.ndarray) -> None:
+        """Seeds ``seeds`` of the targets ``rows`` (distinct) into the lowest free slots, ``offsets`` iterations into
+        their budgets."""
         count = len(rows)
         if self._used == self._top:  # no free slot below the highest in use: the next ones
             slots = np.arange(self._top, self._top + count)
@@ -502,18 +524,18 @@ class Engine:
             slots = np.flatnonzero(self._is_free[: self._top + count])[:count]  # all free from _top on
             into = compact_index(slots)
         at = compact_index(rows)
-        rng_offset = (rows * request.options.num_seeds + k).astype(np.int32)
-        arrays, of = request.arrays, self.slots.index(at)
-        self.slots.admit(
-            into, arrays.target[of], arrays.start[of, k] if k < request.given else None, request.options,
-            weights=arrays.weights[of], seed=request.seed, rng_offset=rng_offset,
-            posture=None if arrays.posture is None else arrays.posture[of], scene=_scenes_of(request.scene, rows),
-            pool=request.pool,
+        budget = request.budget(rows) - offsets  # what is left of the targets' budgets
+        arrays, problem = request.arrays, request.problem
+        later = (seeds > 0) & (seeds < request.given)  # a given start other than the packed one: the posture's
+        self.slots.place(
+            into, arrays.given, request.options, of=at, posture=problem.posture is not None,
+            random=seeds >= request.given, seed=request.seed, rng_offset=rows * request.options.num_seeds + seeds,
+            scene=_scenes_of(request.scene, rows), pool=request.pool, budget=budget,
         )  # fmt: skip
-        if k > 0 or request.unreachable[at].any():  # what is left of the targets' budgets, if not the options'
-            left = (request.budget(rows) - offsets).astype(np.int32)
-            self.slots.set_budget(into, left)
-        self._hold(request, rows, into, slots, k, offsets)
+        if later.any():
+            index = self.slots.index
+            self.slots.fields["q"][index(slots[later])] = arrays.start[index(rows[later]), index(seeds[later])]
+        self._hold(request, rows, into, slots, seeds, offsets)
 
     def _hold(
         self,
@@ -521,24 +543,24 @@ class Engine:
         rows: np.ndarray,
         into: slice | np.ndarray,
         slots: np.ndarray,
-        k: int,
+        seeds: np.ndarray,
         offsets: np.ndarray,
     ) -> None:
-        """Record seed ``k`` of the targets ``rows`` as running in ``slots`` (``into``: the same, compact),
-        ``offsets`` iterations into their budgets."""
+        """Record seeds ``seeds`` of the targets ``rows`` (distinct) as running in ``slots`` (``into``: the same,
+        compact), ``offsets`` iterations into their budgets."""
         count = len(rows)
         at = compact_index(rows)
         unreachable = request.unreachable[at]
         self._is_free[into] = False
         self._used += count
-        self._top = max(self._top, int(slots[-1]) + 1)
+        self._top = max(self._top, int(slots.max()) + 1)
         self._owner[into] = request.id
         self._row[into] = rows
-        self._seed[into] = k
+        self._seed[into] = seeds
         self._offset[into] = offsets
-        self._may_ask[into] = (k + 1 < request.options.num_seeds) & ~unreachable
+        self._may_ask[into] = (seeds + 1 < request.options.num_seeds) & ~unreachable
         self._ask_from[into] = request.options.restart_after
-        request.slot[at, k] = slots
+        request.slot[rows, seeds] = slots
         request.seeds[at] += 1
         self._active[request.id] = request
 
@@ -589,7 +611,9 @@ class Engine:
                 for rid, mine in groups:
                     held = slots[mine]
                     used = self._offset[held] + iterations[held]
-                    self._retire_slots(self._active[rid], held, status[held], used, scores[mine], forced.get(rid))
+                    request = self._active[rid]
+                    self._retire_slots(request, held, status[held], used, scores[mine], forced.get(rid))
+                    self._flush_best(request)
             if self._freed:
                 freed = np.concatenate(self._freed)
                 self.slots.retire(freed)
@@ -676,10 +700,21 @@ class Engine:
         self._take_best(request, rows_b, slots[best_b])
 
     def _take_best(self, request: Request, rows: np.ndarray, slots: np.ndarray) -> None:
-        """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``."""
+        """``request``'s q and errors of the targets ``rows`` from the best configurations of ``slots``: taken at
+        :meth:`_flush_best`, all of a step's in one copy."""
         if len(rows):
-            arrays = request.arrays
-            self.slots.take_best(arrays.q, arrays.error, rows, slots, arrays.least, arrays.pair)
+            request.moves.append((rows, slots))
+
+    def _flush_best(self, request: Request) -> None:
+        """Take the answers :meth:`_take_best` noted for ``request`` (a target noted twice: the later)."""
+        if not request.moves:
+            return
+        rows, slots = (np.concatenate(part) for part in zip(*request.moves, strict=True))
+        if len(request.moves) > 1:
+            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
+            rows, slots = rows[last], slots[last]
+        request.moves = []
+        self.slots.take_best(request.arrays.answer, rows, slots, request.arrays.pair)
 
     def _answer(self, request: Request, rows: np.ndarray, iterations: np.ndarray, *, code: int) -> None:
         """Retire the targets ``rows`` (unique) with ``code``, freeing every slot they hold; the request is
@@ -689,6 +724,8 @@ class Engine:
         request.codes[rows] = code
         request.used[rows] = iterations
         request.retired += len(rows)
+        if (code == SOLVED and request.pool >= 0) or request.retired == request.rows:  # reads the answers
+            self._flush_best(request)
         if code == SOLVED and request.pool >= 0:  # free answers: starts for its seeds stuck in collision
             self.slots.add_starts(request.pool, request.pooled, request.arrays.q[self.slots.index(rows)])
             request.pooled += len(rows)

@@ -35,6 +35,7 @@ from ik_layer.engine.collision_step import (
 )
 from ik_layer.engine.kernel import EMPTY, POOL_STARTS, RUNNING, START_POOLS, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
+from ik_layer.engine.slot_rows import RowLayout
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import bind_struct, init_warp
@@ -107,6 +108,34 @@ class Slots(ABC, Generic[StoreArray]):
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
     """
 
+    # The fields in the row buffers (:mod:`~ik_layer.engine.slot_rows`), views set in __init__.
+    target_rot: Tensor
+    target_pos: Tensor
+    weights: Tensor
+    posture: Tensor
+    q: Tensor
+    tolerance: Tensor
+    gains: Tensor
+    collision: Tensor
+    mu: Tensor
+    budget: Tensor
+    restart_after: Tensor
+    check_every: Tensor
+    scene: Tensor
+    self_collision: Tensor
+    pool: Tensor
+    random_start: Tensor
+    polish_from: Tensor
+    rng: Tensor
+    rng_seed: Tensor
+    best_score: Tensor
+    status: Tensor
+    iterations: Tensor
+    age: Tensor
+    best_q: Tensor
+    best_error: Tensor
+    best_least: Tensor
+
     def __init__(self, robot: Robot, capacity: int) -> None:
         if not isinstance(robot, Robot):
             raise TypeError(f"robot must be an ik_layer.Robot, got {type(robot).__name__}")
@@ -123,39 +152,28 @@ class Slots(ABC, Generic[StoreArray]):
         real = _Placement(dtype=self.dtype, device=self.device)
         count = _Placement(dtype=torch.int32, device=self.device)
 
-        self.target_rot = torch.zeros(n, frames, 3, 3, **real)
-        self.target_pos = torch.zeros(n, frames, 3, **real)
-        self.weights = torch.zeros(n, frames, 6, **real)
-        self.tolerance = torch.ones(n, 2, **real)
-        self.budget = torch.zeros(n, **count)
-        self.restart_after = torch.ones(n, **count)
-        self.check_every = torch.ones(n, **count)
-        self.posture = torch.zeros(n, nq, **real)
-        self.gains = torch.zeros(n, len(TERMS), **real)
+        self.rows = RowLayout(self.dtype, frames, nq, len(TERMS))
+        self.buffers = self.rows.allocate(n, self.device)
+        for buffer, rows in self.buffers.items():
+            for name, view in self.rows.views(buffer, rows).items():
+                setattr(self, name, view)
+        self.tolerance.fill_(1.0)
+        self.restart_after.fill_(1)
+        self.check_every.fill_(1)
+        self.pool.fill_(-1)
+        self.mu.fill_(LM.mu_init)
+        self.best_score.fill_(torch.inf)
+        self.status.fill_(EMPTY)
+        self.best_error.fill_(torch.inf)
+        self.polish_from.fill_(-1)
+        self.best_least.fill_(torch.nan)
         self.terms_used: frozenset[int] = frozenset()  # of the slots admitted since the last forget_terms()
-        self.scene = torch.zeros(n, 2, **count)
-        self.self_collision = torch.zeros(n, **count)
-        self.collision = torch.zeros(n, 2, **real)
-        self.pool = torch.full((n,), -1, **count)
+        self.collision_used = False  # whether a slot admitted since the last forget_terms() checks collision
         self.pool_q = torch.zeros(START_POOLS * POOL_STARTS, nq, **real)
         self.pool_count = torch.zeros(START_POOLS, **count)
-        self.collision_used = False  # whether a slot admitted since the last forget_terms() checks collision
-        self.random_start = torch.zeros(n, **count)
-        self.q = torch.zeros(n, nq, **real)
-        self.mu = torch.full((n,), LM.mu_init, **real)
-        self.best_q = torch.zeros(n, nq, **real)
-        self.best_score = torch.full((n,), torch.inf, **real)
-        self._counts = torch.zeros(3, n, **count)  # read back together each step (:meth:`read`)
-        self.status, self.iterations, self.age = self._counts
-        self.status.fill_(EMPTY)
-        self.rng = torch.zeros(n, **count)
-        self.rng_seed = torch.zeros(n, **count)
         self.check_cost = torch.full((n,), torch.inf, **real)
         self.cost = torch.full((n,), torch.inf, **real)
-        self.best_error = torch.full((n, 2), torch.inf, **real)
-        self.polish_from = torch.full((n,), -1, **count)
         self.polish_scale = torch.ones(n, **real)
-        self.best_least = torch.full((n,), torch.nan, **real)
         self.best_pair = torch.full((n, 2), -1, **count)
 
         self.chain = bind_chain(self.chains)  # the kernel's struct
@@ -164,6 +182,7 @@ class Slots(ABC, Generic[StoreArray]):
         # How the host reaches the slots: this store's arrays of the same memory (numpy views or the tensors).
         names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
         self.fields: dict[str, StoreArray] = {name: self.array(getattr(self, name)) for name in names}
+        self.rows_of: dict[str, StoreArray] = {name: self.array(rows) for name, rows in self.buffers.items()}
 
     # ------------------------------------------------------------------------ what each store defines
 
@@ -186,12 +205,28 @@ class Slots(ABC, Generic[StoreArray]):
         """A copy of one of this store's arrays, in memory of its own."""
 
     @abstractmethod
+    def stage_all(self, values: Sequence[np.ndarray]) -> list[StoreArray]:
+        """Host arrays ``values`` for writes into the slots before the next :meth:`read`, in one copy (they may
+        share a buffer)."""
+
     def stage(self, values: np.ndarray) -> StoreArray:
-        """Host ``values`` for writes into the slots before the next :meth:`read` (they may share a buffer)."""
+        """Host ``values`` for writes into the slots before the next :meth:`read` (:meth:`stage_all` of one)."""
+        return self.stage_all([values])[0]
 
     @abstractmethod
     def read(self, top: int) -> Readout:
         """Host copies of the state of the slots below ``top``: the step's one wait for the device."""
+
+    def readout(self, counts: np.ndarray) -> Readout:
+        """The :class:`Readout` of host rows (top, width) of the ``counts`` buffer, as :meth:`read` copies them."""
+        column = self.rows.columns
+        score = column["best_score"].first
+        return Readout(
+            counts[:, column["status"].first],
+            counts[:, column["iterations"].first],
+            counts[:, column["age"].first],
+            counts[:, score : score + self.rows.words_per_real].view(self.rows.real)[:, 0],
+        )
 
     def stream(self) -> wp.Stream | None:
         """The warp stream launches go on (None: warp's default for the device)."""
@@ -267,52 +302,100 @@ class Slots(ABC, Generic[StoreArray]):
         ``wp.rand_init(seed, rng_offset)``, the offsets defaulting to the slot indices. Values are not validated
         (no host sync): check them first, as :func:`ik_layer.solve` does.
         """
-        idx = self.index(index)
         if rng_offset is None:
             rng_offset = np.arange(*index.indices(self.capacity)) if isinstance(index, slice) else index
         if isinstance(rng_offset, Tensor):
             rng_offset = rng_offset.cpu()
-        rng = self.stage(np.asarray(rng_offset, dtype=np.int32).reshape(-1))  # int32, as the slots hold it
-        put, value, frames = self.fields, self.array, self.layout.frames
-        target = value(target).reshape(-1, frames, 4, 4)
-        put["target_rot"][idx] = target[:, :, :3, :3]
-        put["target_pos"][idx] = target[:, :, :3, 3]
-        put["weights"][idx] = 1.0 if weights is None else value(weights).reshape(-1, frames, 6)
+        slots = index.cpu().numpy() if isinstance(index, Tensor) else index
+        slots = slots if isinstance(slots, slice) else np.asarray(slots, dtype=np.int64).reshape(-1)
+        given = self.pack(target, q, weights=weights, posture=posture)
+        self.place(
+            slots, given, options, posture=posture is not None, random=q is None, seed=seed,
+            rng_offset=np.asarray(rng_offset, dtype=np.int64).reshape(-1), scene=scene, pool=pool,
+        )  # fmt: skip
+
+    def pack(
+        self,
+        target: Tensor | StoreArray,
+        q: Tensor | StoreArray | None = None,
+        *,
+        weights: Tensor | StoreArray | None = None,
+        posture: Tensor | StoreArray | None = None,
+    ) -> StoreArray:
+        """The ``given`` rows (:mod:`~ik_layer.engine.slot_rows`) of targets (k, [F,] 4, 4) with their ``weights``
+        (k, [F,] 6; default ones), ``posture`` and first start ``q`` (k, nq; default zeros): what :meth:`place`
+        copies into slots. Arrays are tensors on the slots' device or this store's arrays."""
+        frames = self.layout.frames
+        target = self.array(target).reshape(-1, frames, 4, 4)
+        k = len(target)
+        rows = torch.empty(k, self.rows.widths["given"], dtype=self.dtype, device=self.device)
+        put = {name: self.array(view) for name, view in self.rows.views("given", rows).items()}
+        put["target_rot"][:] = target[:, :, :3, :3]
+        put["target_pos"][:] = target[:, :, :3, 3]
+        put["weights"][:] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
+        put["posture"][:] = 0.0 if posture is None else self.array(posture)
+        put["q"][:] = 0.0 if q is None else self.array(q)
+        return self.array(rows)
+
+    def place(
+        self,
+        index: np.ndarray | slice,
+        given: StoreArray,
+        options: SolveOptions,
+        *,
+        of: np.ndarray | slice = slice(None),
+        posture: bool,
+        random: bool | np.ndarray,
+        seed: int,
+        rng_offset: np.ndarray,
+        scene: tuple[int, int] | np.ndarray = (0, 0),
+        pool: int = -1,
+        budget: np.ndarray | None = None,
+        q: StoreArray | None = None,
+    ) -> None:
+        """Start the rows ``of`` of ``given`` (:meth:`pack`) in the slots ``index`` (k,), RUNNING, with ``options``:
+        a posture term if ``posture``, starts drawn by the kernel if ``random`` (else ``q`` (k, nq) if given, else
+        the rows' ``q``), restart streams ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
+        :meth:`admit`'s, and iteration budgets ``budget`` (k,) (default ``options.max_iterations``).
+
+        Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
+        copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
+        k = len(rng_offset)
+        settings, put = self.rows.host_words("settings", k)
         scale = LM.tolerance_scale(self.dtype)  # float32: a margin, so that successes hold in float64
-        put["tolerance"][idx, 0] = options.position_tolerance * scale
-        put["tolerance"][idx, 1] = options.orientation_tolerance * scale
-        put["budget"][idx] = options.max_iterations
-        put["restart_after"][idx] = options.restart_after
-        put["check_every"][idx] = options.check_every
-        gains = gains_of(options, posture is not None)
-        for k, gain in enumerate(gains):
-            put["gains"][idx, k] = gain
+        put["tolerance"][:] = (options.position_tolerance * scale, options.orientation_tolerance * scale)
+        gains = gains_of(options, posture)
+        put["gains"][:] = gains
+        put["collision"][:] = (options.collision_margin, options.collision_activation)
+        put["mu"][:] = LM.mu_init
+        put["budget"][:] = options.max_iterations if budget is None else budget
+        put["restart_after"][:] = options.restart_after
+        put["check_every"][:] = options.check_every
+        put["scene"][:] = scene
+        put["self_collision"][:] = options.self_collision
+        put["pool"][:] = pool
+        put["random_start"][:] = random  # 1: drawn by the kernel, 0: given
+        put["polish_from"][:] = -1
+        put["rng"][:] = rng_offset
+        put["rng_seed"][:] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
+        counts, count = self.rows.host_words("counts", k)
+        count["status"][:] = RUNNING
+        count["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
         self.terms_used |= used_terms(gains)
-        if isinstance(scene, tuple):
-            put["scene"][idx, 0] = scene[0]
-            put["scene"][idx, 1] = scene[1]
-            with_obstacles = scene[1] > 0
-        else:
-            put["scene"][idx] = self.stage(np.asarray(scene, dtype=np.int32).reshape(-1)).reshape(-1, 2)
-            with_obstacles = bool(scene[:, 1].any())
-        put["self_collision"][idx] = options.self_collision
-        put["pool"][idx] = pool
-        put["collision"][idx, 0] = options.collision_margin
-        put["collision"][idx, 1] = options.collision_activation
+        with_obstacles = scene[1] > 0 if isinstance(scene, tuple) else bool(scene[:, 1].any())
         self.collision_used |= with_obstacles or bool(options.self_collision)
-        if posture is not None:
-            put["posture"][idx] = value(posture)
-        if q is None:
-            put["random_start"][idx] = 1
-        else:
-            put["random_start"][idx] = 0
-            put["q"][idx] = value(q)
-        put["mu"][idx] = LM.mu_init
-        put["iterations"][idx] = 0
-        put["polish_from"][idx] = -1
-        put["rng"][idx] = rng
-        put["rng_seed"][idx] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        put["status"][idx] = RUNNING
+        arrays = [settings, counts]
+        arrays += [] if isinstance(index, slice) else [np.asarray(index, dtype=np.int64)]
+        arrays += [] if isinstance(of, slice) else [np.asarray(of, dtype=np.int64)]
+        staged = self.stage_all(arrays)
+        into = index if isinstance(index, slice) else staged[2]
+        rows = of if isinstance(of, slice) else staged[-1]
+        buffers = self.rows_of
+        buffers["settings"][into] = staged[0]
+        buffers["counts"][into] = staged[1]
+        buffers["given"][into] = given[rows]
+        if q is not None:
+            self.fields["q"][into] = q
 
     def add_starts(self, pool: int, added: int, q: StoreArray) -> None:
         """Put the collision-free answers ``q`` (m, nq) (this store's array) into start ``pool``, which held
@@ -342,27 +425,24 @@ class Slots(ABC, Generic[StoreArray]):
         self.fields["status"][self.index(index)] = EMPTY
 
     def take_best(
-        self,
-        q: StoreArray,
-        error: StoreArray,
-        rows: np.ndarray,
-        slots: np.ndarray,
-        least: StoreArray | None = None,
-        pair: StoreArray | None = None,
+        self, answer: StoreArray, rows: np.ndarray, slots: np.ndarray, pair: StoreArray | None = None
     ) -> None:
-        """``q[rows]``, ``error[rows]`` and, if given, ``least[rows]`` and ``pair[rows]`` (a request's arrays) from
-        the best configurations, errors, least collision distances and their pairs of ``slots``."""
-        at, of = self.index(compact_index(rows)), self.index(compact_index(slots))
-        q[at] = self.fields["best_q"][of]
-        error[at] = self.fields["best_error"][of]
-        if least is not None and pair is not None:
-            least[at] = self.fields["best_least"][of]
+        """``answer[rows]`` (a request's ``answer`` rows: its targets' best configurations, errors and least
+        distances) from the ``answer`` rows of ``slots``, and ``pair[rows]``, if given, from their closest pairs."""
+        into, take = compact_index(rows), compact_index(slots)
+        staged = self.stage_all([x for x in (into, take) if not isinstance(x, slice)])
+        at = into if isinstance(into, slice) else staged[0]
+        of = take if isinstance(take, slice) else staged[-1]
+        answer[at] = self.rows_of["answer"][of]
+        if pair is not None:
             pair[at] = self.fields["best_pair"][of]
 
-    def counts_on_host(self) -> np.ndarray | None:
-        """(3, capacity) int32: a numpy view of the slots' status, iterations and age (as :meth:`read` gives them),
-        on the CPU; None on other devices (their counts come back by :meth:`read` alone)."""
-        return self._counts.numpy() if self.device.type == "cpu" else None
+    def counts_on_host(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(capacity,) int32 numpy views of the slots' status and iterations, on the CPU; None on other devices
+        (their counts come back by :meth:`read` alone)."""
+        if self.device.type != "cpu":
+            return None
+        return self.status.numpy(), self.iterations.numpy()
 
     def running(self) -> Tensor:
         """(capacity,) bool: the slots still iterating."""

@@ -14,6 +14,8 @@ scheduler, over a store's arrays; a store defines only how arrays are reached:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 import warp as wp
@@ -49,12 +51,11 @@ class HostStore(Slots[np.ndarray]):
     def copy(self, x: np.ndarray) -> np.ndarray:
         return x.copy()
 
-    def stage(self, values: np.ndarray) -> np.ndarray:
-        return values
+    def stage_all(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return list(values)
 
     def read(self, top: int) -> Readout:
-        status, iterations, age = self._counts.numpy()[:, :top].copy()
-        return Readout(status, iterations, age, self.fields["best_score"][:top].copy())
+        return self.readout(self.rows_of["counts"][:top].copy())
 
 
 class TensorStore(Slots[Tensor]):
@@ -70,7 +71,6 @@ class TensorStore(Slots[Tensor]):
         self._staged = 0  # bytes of the staging buffer in use since the last read
         self._retired: list[Tensor] = []  # outgrown staging buffers, kept until the copies from them are done
         self._readback = self._host_buffer(0).view(torch.int32)
-        self._score_dtype = torch.empty(0, dtype=self.dtype).numpy().dtype
 
     def array(self, x: Tensor) -> Tensor:
         return x
@@ -81,30 +81,41 @@ class TensorStore(Slots[Tensor]):
     def copy(self, x: Tensor) -> Tensor:
         return x.clone()
 
-    def stage(self, values: np.ndarray) -> Tensor:
-        """``values`` on the device, copied asynchronously from the staging buffer (valid until the next read)."""
-        values = np.ascontiguousarray(values)
-        size = values.nbytes
-        start = -(-self._staged // _ALIGN) * _ALIGN
-        if start + size > len(self._staging):  # outgrown: a larger buffer; the old one lives until the next read
+    def stage_all(self, values: Sequence[np.ndarray]) -> list[Tensor]:
+        """``values`` on the device, copied asynchronously from the staging buffer in one copy (valid until the
+        next read)."""
+        arrays = [np.ascontiguousarray(v) for v in values]
+        if not arrays:
+            return []
+        starts, end = [], 0
+        for array in arrays:  # each at a multiple of the widest element
+            start = -(-end // _ALIGN) * _ALIGN
+            starts.append(start)
+            end = start + array.nbytes
+        base = -(-self._staged // _ALIGN) * _ALIGN
+        if base + end > len(self._staging):  # outgrown: a larger buffer; the old one lives until the next read
             self._retired.append(self._staging)
-            self._staging = self._host_buffer(max(2 * len(self._staging), size))
-            start = 0
-        self._staged = start + size
-        host = self._staging[start : start + size].view(torch.from_numpy(values[:0]).dtype)
-        host.copy_(torch.from_numpy(values))
-        return host.to(self.device, non_blocking=True)
+            self._staging = self._host_buffer(max(2 * len(self._staging), end))
+            base = 0
+        self._staged = base + end
+        host = self._staging[base : base + end]
+        into = host.numpy()
+        for array, start in zip(arrays, starts, strict=True):  # host writes (numpy: no device work)
+            into[start : start + array.nbytes].view(array.dtype)[:] = array.reshape(-1)
+        device = host.to(self.device, non_blocking=True)  # the one copy (on the CPU, the buffer itself)
+        return [
+            device[start : start + array.nbytes].view(torch.from_numpy(array[:0]).dtype).reshape(array.shape)
+            for array, start in zip(arrays, starts, strict=True)
+        ]
 
     def read(self, top: int) -> Readout:
-        bits = torch.cat((self._counts[:, :top].reshape(-1), self.best_score[:top].view(torch.int32)))
-        if len(self._readback) < bits.numel():
-            self._readback = self._host_buffer(4 * max(bits.numel(), 2 * len(self._readback))).view(torch.int32)
-        host = self._readback[: bits.numel()]
-        host.copy_(bits)  # waits for the device: every copy staged before has landed too
+        rows = self.rows_of["counts"][:top]
+        if self._readback.numel() < rows.numel():
+            self._readback = self._host_buffer(4 * max(rows.numel(), 2 * self._readback.numel())).view(torch.int32)
+        host = self._readback[: rows.numel()].view(rows.shape)
+        host.copy_(rows)  # waits for the device: every copy staged before has landed too
         self._staged, self._retired = 0, []
-        packed = host.numpy().copy()
-        status, iterations, age = packed[: 3 * top].reshape(3, top)
-        return Readout(status, iterations, age, packed[3 * top :].view(self._score_dtype))
+        return self.readout(host.numpy().copy())
 
     def stream(self) -> wp.Stream | None:
         return torch_stream(self.device)
