@@ -348,28 +348,29 @@ class Engine:
         placed = slice(0, n)
         slots.forget_terms()
         given = slots.pack(problem.target, None if start is None else start[:, 0], weights=problem.weights,
-                           posture=problem.posture)  # fmt: skip
+                           posture=problem.posture, into=placed)  # fmt: skip
         slots.place(
-            placed, given, options, posture=problem.posture is not None, random=start is None, seed=seed,
+            placed, None, options, posture=problem.posture is not None, random=start is None, seed=seed,
             rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
             budget=_budgets(options, unreachable) if unreachable.any() else None,
         )  # fmt: skip
         self._launch(lone_horizon(options, self.block), n, deadline)
         status, iterations, _, _ = slots.read(n)
         if (status == RUNNING).any():  # the scheduler's from here: give stalled targets more seeds, deadlines...
-            request = self._open(problem, seed, deadline, None, given)
+            request = self._open(problem, seed, deadline, None, slots.copy(given))  # (the slots are reused)
             request.unreachable, request.scene, request.admitted = unreachable, np.zeros((1, 2), dtype=np.int32), n
             none = np.zeros(n, dtype=np.int64)
             self._hold(request, np.arange(n), placed, np.arange(n), none, none)
             self.run(request)
             return request.result(problem.batch)
         batch, tensor, nq = problem.batch, slots.tensor, self.robot.nq
-        answer = tensor(slots.copy(slots.rows_of["answer"][:n]))
+        answer = slots.rows_of["answer"]
+        error = slots.copy(answer[:n, nq : nq + 2])
         result = IKResult(
-            q=answer[:, :nq].reshape(*batch, nq).contiguous(),
+            q=tensor(slots.copy(answer[:n, :nq]).reshape(*batch, nq)),
             success=tensor((status == SOLVED).reshape(batch)),
-            position_error=answer[:, nq].reshape(batch),
-            orientation_error=answer[:, nq + 1].reshape(batch),
+            position_error=tensor(error[:, 0].reshape(batch)),
+            orientation_error=tensor(error[:, 1].reshape(batch)),
             iterations=tensor(iterations.astype(np.int64).reshape(batch)),
             status=tensor(status.reshape(batch)),
         )

@@ -16,7 +16,9 @@ of their own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -29,21 +31,19 @@ BUFFERS = ("given", "settings", "counts", "answer")
 
 _WORDS = {"settings", "counts"}
 
+Rows = TypeVar("Rows", np.ndarray, Tensor)
+
 
 @dataclass(frozen=True)
 class Column:
-    """Where one field lies: ``buffer``, its first column (reals, or words), its shape per slot, and whether it is a
-    real held in a buffer of words."""
+    """Where one field lies: ``buffer``, its first column (reals, or words), its ``width`` in columns, its shape
+    per slot, and whether it is a real held in a buffer of words."""
 
     buffer: str
     first: int
+    width: int
     shape: tuple[int, ...]
     real: bool
-
-    @property
-    def size(self) -> int:
-        """Values per slot."""
-        return int(np.prod(self.shape, dtype=np.int64))
 
 
 class RowLayout:
@@ -83,9 +83,9 @@ class RowLayout:
         first = self.widths[buffer]
         if real:  # aligned to a real
             first = -(-first // self.words_per_real) * self.words_per_real
-        column = Column(buffer, first, shape, real)
-        self.columns[name] = column
-        self.widths[buffer] = first + column.size * (self.words_per_real if real else 1)
+        width = math.prod(shape) * (self.words_per_real if real else 1)
+        self.columns[name] = Column(buffer, first, width, shape, real)
+        self.widths[buffer] = first + width
 
     def allocate(self, rows: int, device: torch.device) -> dict[str, Tensor]:
         """Zeroed buffers of ``rows`` rows, by name."""
@@ -94,29 +94,24 @@ class RowLayout:
             for name, width in self.widths.items()
         }
 
-    def views(self, buffer: str, rows: Tensor) -> dict[str, Tensor]:
-        """The fields of ``buffer`` as views of ``rows`` (its rows: (n, width)), each (n, *shape)."""
-        return {name: self.view(name, rows) for name, column in self.columns.items() if column.buffer == buffer}
-
-    def view(self, name: str, rows: Tensor) -> Tensor:
-        """Field ``name`` as a view of ``rows`` of its buffer, (n, *shape)."""
-        column = self.columns[name]
-        width = column.size * (self.words_per_real if column.real else 1)
-        part = rows[:, column.first : column.first + width]
-        if column.real and rows.dtype != self.dtype:
-            part = part.view(self.dtype)
-        return part[:, 0] if not column.shape else part.unflatten(1, column.shape)
+    def views(self, buffer: str, rows: Rows) -> dict[str, Rows]:
+        """The fields of ``buffer`` as views of ``rows`` (its rows, (n, width): a tensor or a numpy array), each
+        (n, *shape)."""
+        n = len(rows)
+        views: dict[str, Rows] = {}
+        for name, column in self.columns.items():
+            if column.buffer != buffer:
+                continue
+            part = rows[:, column.first : column.first + column.width]
+            if isinstance(part, np.ndarray):
+                part = part.view(self.real) if column.real and buffer in _WORDS else part  # the real's bits
+                views[name] = part[:, 0] if not column.shape else part.reshape(n, *column.shape)
+            else:  # unflatten: a view, never a copy
+                part = part.view(self.dtype) if column.real and buffer in _WORDS else part
+                views[name] = part[:, 0] if not column.shape else part.unflatten(1, column.shape)
+        return views
 
     def host_words(self, buffer: str, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """A zeroed host block of ``rows`` rows of the word buffer ``buffer`` and numpy views of its fields."""
         block = np.zeros((rows, self.widths[buffer]), dtype=np.int32)
-        fields = {}
-        for name, column in self.columns.items():
-            if column.buffer != buffer:
-                continue
-            width = column.size * (self.words_per_real if column.real else 1)
-            part = block[:, column.first : column.first + width]
-            if column.real:
-                part = part.view(self.real)
-            fields[name] = part[:, 0] if not column.shape else part.reshape(rows, *column.shape)
-        return block, fields
+        return block, self.views(buffer, block)

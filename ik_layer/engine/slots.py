@@ -183,6 +183,10 @@ class Slots(ABC, Generic[StoreArray]):
         names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
         self.fields: dict[str, StoreArray] = {name: self.array(getattr(self, name)) for name in names}
         self.rows_of: dict[str, StoreArray] = {name: self.array(rows) for name, rows in self.buffers.items()}
+        self._counts_at_start, start = self.rows.host_words("counts", 1)  # an admitted slot's counts
+        start["status"][:] = RUNNING
+        start["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
+        self._settings_kept: tuple[tuple[SolveOptions, tuple[float, ...], int], np.ndarray] | None = None
 
     # ------------------------------------------------------------------------ what each store defines
 
@@ -321,26 +325,30 @@ class Slots(ABC, Generic[StoreArray]):
         *,
         weights: Tensor | StoreArray | None = None,
         posture: Tensor | StoreArray | None = None,
+        into: slice | None = None,
     ) -> StoreArray:
         """The ``given`` rows (:mod:`~ik_layer.engine.slot_rows`) of targets (k, [F,] 4, 4) with their ``weights``
         (k, [F,] 6; default ones), ``posture`` and first start ``q`` (k, nq; default zeros): what :meth:`place`
-        copies into slots. Arrays are tensors on the slots' device or this store's arrays."""
+        copies into slots; written in place into the slots ``into`` if given (a view of their rows is returned).
+        Arrays are tensors on the slots' device or this store's arrays."""
         frames = self.layout.frames
         target = self.array(target).reshape(-1, frames, 4, 4)
-        k = len(target)
-        rows = torch.empty(k, self.rows.widths["given"], dtype=self.dtype, device=self.device)
-        put = {name: self.array(view) for name, view in self.rows.views("given", rows).items()}
+        if into is None:
+            rows = self.array(torch.empty(len(target), self.rows.widths["given"], dtype=self.dtype, device=self.device))
+        else:
+            rows = self.rows_of["given"][into]
+        put = self.rows.views("given", rows)
         put["target_rot"][:] = target[:, :, :3, :3]
         put["target_pos"][:] = target[:, :, :3, 3]
         put["weights"][:] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
         put["posture"][:] = 0.0 if posture is None else self.array(posture)
         put["q"][:] = 0.0 if q is None else self.array(q)
-        return self.array(rows)
+        return rows
 
     def place(
         self,
         index: np.ndarray | slice,
-        given: StoreArray,
+        given: StoreArray | None,
         options: SolveOptions,
         *,
         of: np.ndarray | slice = slice(None),
@@ -353,7 +361,8 @@ class Slots(ABC, Generic[StoreArray]):
         budget: np.ndarray | None = None,
         q: StoreArray | None = None,
     ) -> None:
-        """Start the rows ``of`` of ``given`` (:meth:`pack`) in the slots ``index`` (k,), RUNNING, with ``options``:
+        """Start the rows ``of`` of ``given`` (:meth:`pack`; None: packed into the slots already) in the slots
+        ``index`` (k,), RUNNING, with ``options``:
         a posture term if ``posture``, starts drawn by the kernel if ``random`` (else ``q`` (k, nq) if given, else
         the rows' ``q``), restart streams ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
         :meth:`admit`'s, and iteration budgets ``budget`` (k,) (default ``options.max_iterations``).
@@ -361,26 +370,16 @@ class Slots(ABC, Generic[StoreArray]):
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k = len(rng_offset)
-        settings, put = self.rows.host_words("settings", k)
-        scale = LM.tolerance_scale(self.dtype)  # float32: a margin, so that successes hold in float64
-        put["tolerance"][:] = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         gains = gains_of(options, posture)
-        put["gains"][:] = gains
-        put["collision"][:] = (options.collision_margin, options.collision_activation)
-        put["mu"][:] = LM.mu_init
-        put["budget"][:] = options.max_iterations if budget is None else budget
-        put["restart_after"][:] = options.restart_after
-        put["check_every"][:] = options.check_every
-        put["scene"][:] = scene
-        put["self_collision"][:] = options.self_collision
-        put["pool"][:] = pool
-        put["random_start"][:] = random  # 1: drawn by the kernel, 0: given
-        put["polish_from"][:] = -1
-        put["rng"][:] = rng_offset
-        put["rng_seed"][:] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        counts, count = self.rows.host_words("counts", k)
-        count["status"][:] = RUNNING
-        count["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
+        settings = np.repeat(self._settings_of(options, gains, pool), k, axis=0)
+        column = self.rows.columns
+        settings[:, column["budget"].first] = options.max_iterations if budget is None else budget
+        first = column["scene"].first
+        settings[:, first : first + 2] = scene
+        settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
+        settings[:, column["rng"].first] = rng_offset
+        settings[:, column["rng_seed"].first] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
+        counts = np.repeat(self._counts_at_start, k, axis=0)
         self.terms_used |= used_terms(gains)
         with_obstacles = scene[1] > 0 if isinstance(scene, tuple) else bool(scene[:, 1].any())
         self.collision_used |= with_obstacles or bool(options.self_collision)
@@ -393,9 +392,31 @@ class Slots(ABC, Generic[StoreArray]):
         buffers = self.rows_of
         buffers["settings"][into] = staged[0]
         buffers["counts"][into] = staged[1]
-        buffers["given"][into] = given[rows]
+        if given is not None:
+            buffers["given"][into] = given[rows]
         if q is not None:
             self.fields["q"][into] = q
+
+    def _settings_of(self, options: SolveOptions, gains: tuple[float, ...], pool: int) -> np.ndarray:
+        """(1, width) the ``settings`` row of a slot with ``options``, the secondary terms' ``gains`` and start
+        ``pool``, less its budget, scene, start and restart stream (:meth:`place` sets them per slot); the last one
+        made is kept (most steps admit seeds of one request)."""
+        key = (options, gains, pool)
+        if self._settings_kept is not None and self._settings_kept[0] == key:
+            return self._settings_kept[1]
+        row, put = self.rows.host_words("settings", 1)
+        scale = LM.tolerance_scale(self.dtype)  # float32: a margin, so that successes hold in float64
+        put["tolerance"][:] = (options.position_tolerance * scale, options.orientation_tolerance * scale)
+        put["gains"][:] = gains
+        put["collision"][:] = (options.collision_margin, options.collision_activation)
+        put["mu"][:] = LM.mu_init
+        put["restart_after"][:] = options.restart_after
+        put["check_every"][:] = options.check_every
+        put["self_collision"][:] = options.self_collision
+        put["pool"][:] = pool
+        put["polish_from"][:] = -1
+        self._settings_kept = (key, row)
+        return row
 
     def add_starts(self, pool: int, added: int, q: StoreArray) -> None:
         """Put the collision-free answers ``q`` (m, nq) (this store's array) into start ``pool``, which held
