@@ -38,12 +38,15 @@ from ik_layer.server.settings import Settings
 __all__ = [
     "MAX_REPORTED_ERRORS",
     "IKJob",
+    "configurations",
+    "error_weights",
     "fk_configurations",
     "frame_keys",
     "frames_of",
     "ik_job",
     "obstacle_shapes",
     "parse",
+    "pose_targets",
     "prepare",
 ]
 
@@ -161,9 +164,9 @@ def ik_job(
     options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in OPTION_SPECS})
     # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
     given = request.targets if request.goals is None else [goal for row in request.goals for goal in row]
-    targets = _targets(robot, cast("list[Pose | dict[str, Pose]]", given), places)
-    warm_start = None if request.warm_start is None else _configurations(robot, request.warm_start, "warm_start")
-    weights = None if request.weights is None else _weights(robot, request.weights)
+    targets = pose_targets(robot, cast("list[Pose | dict[str, Pose]]", given), places)
+    warm_start = None if request.warm_start is None else configurations(robot, request.warm_start, "warm_start")
+    weights = None if request.weights is None else error_weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, request.rows)
     obstacles = _obstacles(robot, request, scenes or {})
     try:
@@ -251,7 +254,7 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
         FieldError: a configuration of the wrong length, or a floating base's zero quaternion.
     """
     _check_rows("q", len(request.q), settings.max_targets)
-    return _configurations(robot, request.q, "q")
+    return configurations(robot, request.q, "q")
 
 
 def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
@@ -305,7 +308,7 @@ def _check_rows(field: str, rows: int, limit: int) -> None:
         raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
 
 
-def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Sequence[tuple[int, ...]]) -> Tensor:
+def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Sequence[tuple[int, ...]]) -> Tensor:
     """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``);
     ``places``: where each is in the body (:func:`_places`)."""
     frames = frames_of(robot)
@@ -332,11 +335,11 @@ def _targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Se
 def _posture(robot: Robot, posture: list[float] | list[list[float]], rows: int) -> Tensor:
     """(rows, nq) postures: one per target, or one configuration repeated for every target."""
     if isinstance(posture[0], list):
-        return _configurations(robot, posture, "posture")
-    return _configurations(robot, [posture], "posture", one=True).expand(rows, robot.nq)
+        return configurations(robot, posture, "posture")
+    return configurations(robot, [posture], "posture", one=True).expand(rows, robot.nq)
 
 
-def _weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Tensor:
+def error_weights(robot: Robot, weights: list[float] | dict[str, list[float]]) -> Tensor:
     """(6,) weights for every frame, or (F, 6) from an object frame -> 6 numbers (frames left out: ones)."""
     if isinstance(weights, list):
         return torch.tensor(weights, dtype=robot.dtype)
@@ -369,7 +372,7 @@ def _names(names: Sequence[str], most: int = 8) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _configurations(robot: Robot, rows: list[list[float]], field: str, one: bool = False) -> Tensor:
+def configurations(robot: Robot, rows: list[list[float]], field: str, one: bool = False) -> Tensor:
     """(n, nq) tensor of ``rows``, each checked to hold ``robot.nq`` values (and a non-zero base quaternion);
     ``one``: ``rows`` holds the field's one configuration (named ``field``, not ``field[0]``)."""
     joints = len(robot.joint_names)

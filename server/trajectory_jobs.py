@@ -41,7 +41,7 @@ from ik_layer import (
     solve_trajectory,
 )
 from ik_layer.server.admission import MAX_SEEDS
-from ik_layer.server.decode import _configurations, _targets, _weights
+from ik_layer.server.decode import configurations, error_weights, pose_targets
 from ik_layer.server.exceptions import FieldError, ServiceUnavailable, TooManyRows
 from ik_layer.server.settings import Settings
 from ik_layer.server.trajectory_schemas import TrajectoryRequest, TrajectoryResponse
@@ -120,7 +120,7 @@ def trajectory_job(robot: Robot, request: TrajectoryRequest, settings: Settings)
     given |= {name: OPTION_SPECS[name].default for name in TERMS}  # whatever the server's: none
     options = SolveOptions.build(settings.solve_options(), **given)
     # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
-    targets = _targets(robot, request.targets, [(t,) for t in range(frames)])  # type: ignore[arg-type]
+    targets = pose_targets(robot, request.targets, [(t,) for t in range(frames)])  # type: ignore[arg-type]
     return TrajectoryJob(
         targets=targets,
         options=options,
@@ -131,13 +131,13 @@ def trajectory_job(robot: Robot, request: TrajectoryRequest, settings: Settings)
         warm_start=_one_configuration(robot, request.warm_start, "warm_start"),
         posture=_one_configuration(robot, request.posture, "posture"),
         posture_weight=request.posture_weight,
-        weights=None if request.weights is None else _weights(robot, request.weights),
+        weights=None if request.weights is None else error_weights(robot, request.weights),
         seed=request.random_seed,
     )
 
 
 def _one_configuration(robot: Robot, values: list[float] | None, field: str) -> Tensor | None:
-    return None if values is None else _configurations(robot, [values], field, one=True)[0]
+    return None if values is None else configurations(robot, [values], field, one=True)[0]
 
 
 def _velocity_limit(robot: Robot, given: float | list[float] | None) -> Tensor | float | None:
