@@ -1,8 +1,8 @@
-"""Batched forward kinematics and analytic Jacobians in torch, built from Pinocchio models.
+"""The :class:`Robot`: batched forward kinematics and analytic Jacobians in torch.
 
 The kinematic chain from the base to the end-effector frame is read once from a
-``pinocchio.Model`` into buffers of a :class:`Robot` (an ``nn.Module``, so
-``.to()`` moves everything). :func:`chain_kinematics` is the stateless kernel:
+``pinocchio.Model`` (by :mod:`ik_layer.model.chain_building`) into buffers of a :class:`Robot` (an
+``nn.Module``, so ``.to()`` moves everything). :func:`chain_kinematics` is the stateless kernel:
 one loop over the joints of the chain, every operation batched over the leading
 dimensions of ``q``.
 
@@ -32,15 +32,24 @@ import math
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, SupportsIndex, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, cast, overload
 
-import numpy as np
 import pinocchio as pin
 import torch
 from torch import Tensor, nn
 
 from ik_layer.exceptions import DeviceError, DTypeError, IKLayerError, NonFiniteError, ShapeError
 from ik_layer.model.chain import ChainDescription, Layout
+from ik_layer.model.chain_building import (
+    coupling,
+    frame_placement,
+    frames_buffers,
+    full_q_index,
+    joint_sources,
+    pinocchio_indices,
+    rotating_joints,
+    turnable_coordinates,
+)
 from ik_layer.model.floating import (
     BASE_NQ,
     BASE_NV,
@@ -50,7 +59,7 @@ from ik_layer.model.floating import (
     normalize_base,
     with_free_flyer,
 )
-from ik_layer.model.joints import Mimic, frame_id, motion_axis, select_joints
+from ik_layer.model.joints import Mimic, select_joints
 from ik_layer.model.lie import as_transform, check_finite
 from ik_layer.model.limits import full_turns, joint_limits
 
@@ -174,15 +183,15 @@ class Robot(nn.Module):
     continuous: Tensor
     full_turn: Tensor
     # Private buffers (registered in __init__; declared here for nn.Module's __getattr__, typed Tensor | Module).
-    _q_index: Tensor  # Pinocchio's q slots of the joints (see _pinocchio_indices)
+    _q_index: Tensor  # Pinocchio's q slots of the joints (see chain_building.pinocchio_indices)
     _cos_index: Tensor
     _sin_index: Tensor
-    _joint_cols: Tensor  # the joints' coupling (see _coupling)
+    _joint_cols: Tensor  # the joints' coupling (see chain_building.coupling)
     _joint_scale: Tensor
     _joint_offset: Tensor
     _full_reference: Tensor
     _full_q_index: Tensor
-    _chain_cols: Tensor  # the chains to the end-effector frames (see _frames_buffers)
+    _chain_cols: Tensor  # the chains to the end-effector frames (see chain_building.frames_buffers)
     _chain_scale: Tensor
     _chain_offset: Tensor
     _place_rot: Tensor
@@ -241,28 +250,28 @@ class Robot(nn.Module):
                 self.ee_frame,
                 ", ".join(self.joint_names),
             )
-        rotates = {j: bool(np.linalg.norm(motion_axis(model.joints[j])[1]) > 1e-12) for j in range(1, model.njoints)}
+        rotates = rotating_joints(model)
         lower, upper, continuous = joint_limits(model, joints, [rotates[j] for j in joints])
         self.register_buffer("lower", lower)
         self.register_buffer("upper", upper)
         self.register_buffer("continuous", continuous)
-        sources = _joint_sources(model, self.joint_names, self.mimic)
-        turnable = _turnable(sources, rotates, len(joints))
+        sources = joint_sources(model, self.joint_names, self.mimic)
+        turnable = turnable_coordinates(sources, rotates, len(joints))
         self.register_buffer("full_turn", full_turns(lower, upper, continuous, turnable))
-        q_index, cos_index, sin_index = _pinocchio_indices(model)
+        q_index, cos_index, sin_index = pinocchio_indices(model)
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
         self.register_buffer("_sin_index", sin_index)
-        for key, value in _coupling(list(range(1, model.njoints)), sources).items():
+        for key, value in coupling(list(range(1, model.njoints)), sources).items():
             self.register_buffer(f"_joint{key}", value)
         reference = torch.tensor(selection.reference, dtype=torch.float64)
         base = neutral_base(reference, ())[: self._base_nq]
         self.register_buffer("_full_reference", torch.cat((base, reference)))
-        self.register_buffer("_full_q_index", _full_q_index(self.full_model, self.model))
+        self.register_buffer("_full_q_index", full_q_index(self.full_model, self.model))
 
         stacked = self.ee_frames is not None
-        self._origin = pin.SE3.Identity() if base_frame is None else _placement(model, base_frame).inverse()
-        for key, value in _frames_buffers(model, selection.ee_frames, sources, self._origin, stacked=stacked).items():
+        self._origin = pin.SE3.Identity() if base_frame is None else frame_placement(model, base_frame).inverse()
+        for key, value in frames_buffers(model, selection.ee_frames, sources, self._origin, stacked=stacked).items():
             self.register_buffer(key, value)
         self._chain_model, self._sources = model, sources  # chains to other frames (fk(q, frames=...)), on demand
         self._frame_chains: OrderedDict[tuple[str, ...], dict[str, Tensor]] = OrderedDict()
@@ -398,7 +407,8 @@ class Robot(nn.Module):
         return self._description(self._chains_to(frames))
 
     def _description(self, chains: Mapping[str, Tensor]) -> ChainDescription:
-        """The :class:`ChainDescription` of ``chains`` (:func:`_frames_buffers`' keys, one or several frames)."""
+        """The :class:`ChainDescription` of ``chains`` (:func:`~ik_layer.model.chain_building.frames_buffers`' keys, one
+        or several frames)."""
         tip = chains["_tip"].reshape(-1, 4, 4)
         frames, length = tip.shape[0], chains["_chain_cols"].shape[-1]
         entries = frames * length
@@ -442,7 +452,8 @@ class Robot(nn.Module):
         return self._walk(q, chains, jacobian)  # the buffers are registered: never None
 
     def _walk(self, q: Tensor, chains: Mapping[str, Tensor], jacobian: bool) -> tuple[Tensor, Tensor | None]:
-        """:meth:`kinematics` along ``chains`` (:func:`_frames_buffers`'s keys): the end-effector frames' or others'."""
+        """:meth:`kinematics` along ``chains`` (:func:`~ik_layer.model.chain_building.frames_buffers`' keys): the
+        end-effector frames' or others'."""
         joints = q[..., self._base_nq :]
         cols, scale = chains["_chain_cols"], chains["_chain_scale"]
         pose, j_chain = chain_kinematics(
@@ -497,7 +508,7 @@ class Robot(nn.Module):
         key = tuple(frames)
         chains = self._frame_chains.get(key)
         if chains is None or chains["_tip"].device != self.device or chains["_tip"].dtype != self.dtype:
-            built = _frames_buffers(self._chain_model, list(key), self._sources, self._origin, stacked=True)
+            built = frames_buffers(self._chain_model, list(key), self._sources, self._origin, stacked=True)
             chains = {k: v.to(self.device, self.dtype if v.is_floating_point() else v.dtype) for k, v in built.items()}
             self._frame_chains[key] = chains
             while len(self._frame_chains) > _FRAME_CHAINS:
@@ -637,147 +648,3 @@ def _frame_names(ee_frame: object, ee_frames: object) -> list[str] | None:
     if len(set(names)) != len(names):
         raise IKLayerError(f"ee_frames must not repeat a frame, got {list(names)}")
     return list(names)
-
-
-def _frames_buffers(
-    model: pin.Model, frames: Sequence[str], sources: Mapping[int, _Source], origin: pin.SE3, *, stacked: bool
-) -> dict[str, Tensor]:
-    """Constants of the chains to ``frames`` for :func:`chain_kinematics` and their couplings (``_chain_cols``,
-    ``_chain_scale``, ``_chain_offset``): the first frame's, or all stacked on a leading frame dimension, each
-    chain padded to the longest one; every chain starts at ``origin`` (the model's root in the base frame).
-
-    A frame fixed to the base (a floating base's own link) has an empty chain: its placement is its tip. Chains
-    keep one entry at least (the engine's kernel needs one): if every chain is empty, one still entry each.
-    """
-    chains = [_frame_chain(model, f) for f in frames]
-    length = max(1, *(len(chain) for chain, _ in chains))
-    per_frame = [
-        {k: _pad(v, k, length) for k, v in _chain_buffers(model, chain, placement, origin).items()}
-        | {f"_chain{k}": v for k, v in _coupling(chain, sources, length).items()}
-        for chain, placement in chains
-    ]
-    if not stacked:
-        return per_frame[0]
-    return {key: torch.stack([b[key] for b in per_frame]) for key in per_frame[0]}
-
-
-def _placement(model: pin.Model, frame: str) -> pin.SE3:
-    """``frame``'s placement in ``model``'s root at its neutral configuration (where no joint moves it: always)."""
-    data = model.createData()
-    pin.framesForwardKinematics(model, data, pin.neutral(model))
-    return data.oMf[frame_id(model, frame)]
-
-
-def _frame_chain(model: pin.Model, frame: str) -> tuple[list[int], pin.SE3]:
-    """Joints from the base to ``frame`` (root first) and the frame's placement in the last one (in the base if
-    no joint moves the frame: the chain is then empty)."""
-    placement = model.frames[frame_id(model, frame)]
-    return [j for j in model.supports[placement.parentJoint] if j != 0], placement.placement
-
-
-class _Source(NamedTuple):
-    """A joint's value as a function of the coordinates: ``q[col] * scale + offset``."""
-
-    col: int
-    scale: float = 1.0
-    offset: float = 0.0
-
-
-def _joint_sources(model: pin.Model, coordinates: list[str], mimic: Mapping[str, Mimic]) -> dict[int, _Source]:
-    """Every joint of ``model`` by id: its own coordinate, or its leader's for a mimic joint."""
-    column = {n: i for i, n in enumerate(coordinates)}
-    sources = {}
-    for j in range(1, model.njoints):
-        rule = mimic.get(model.names[j], Mimic(model.names[j]))
-        sources[j] = _Source(column[rule.leader], rule.multiplier, rule.offset)
-    return sources
-
-
-def _turnable(sources: Mapping[int, _Source], rotates: Mapping[int, bool], coordinates: int) -> Tensor:
-    """(coordinates,) bool: the joint coordinates a whole turn moves to the same pose: every joint they move
-    (themselves and their mimic followers, by id in ``sources``) ``rotates``, with a whole multiplier."""
-    turnable = [True] * coordinates
-    for j, source in sources.items():
-        turnable[source.col] &= rotates[j] and float(source.scale).is_integer()
-    return torch.tensor(turnable, dtype=torch.bool)
-
-
-def _coupling(joints: list[int], sources: Mapping[int, _Source], length: int | None = None) -> dict[str, Tensor]:
-    """Columns, multipliers and offsets of ``joints``, padded to ``length`` with still entries (all zero)."""
-    pad = (length or len(joints)) - len(joints)
-    rules = [sources[j] for j in joints] + [_Source(0, 0.0, 0.0)] * pad
-    cols, scale, offset = zip(*rules, strict=True)
-    return {
-        "_cols": torch.tensor(cols, dtype=torch.long),
-        "_scale": torch.tensor(scale, dtype=torch.float64),
-        "_offset": torch.tensor(offset, dtype=torch.float64),
-    }
-
-
-def _pad(x: Tensor, key: str, length: int) -> Tensor:
-    """Chain constant ``x`` (n, ...) padded to ``length`` joints that do not move (identity placements, zero axes,
-    not revolute); n may be 0."""
-    pad = length - x.shape[0]
-    if key == "_tip" or pad == 0:
-        return x
-    still = torch.eye(3, dtype=x.dtype).expand(pad, 3, 3) if key == "_place_rot" else x.new_zeros(pad, *x.shape[1:])
-    return torch.cat((x, still))
-
-
-def _pinocchio_indices(model: pin.Model) -> tuple[Tensor, Tensor, Tensor]:
-    """Index maps from the joints of ``model`` into Pinocchio's q: direct, cos and sin slots (-1: none)."""
-    direct, cos_slot, sin_slot = [], [], []
-    for j in range(1, model.njoints):
-        jm = model.joints[j]
-        if jm.nq == 2:
-            direct.append(-1)
-            cos_slot.append(jm.idx_q)
-            sin_slot.append(jm.idx_q + 1)
-        else:
-            direct.append(jm.idx_q)
-            cos_slot.append(-1)
-            sin_slot.append(-1)
-    direct_t, cos_t, sin_t = (torch.tensor(x, dtype=torch.long) for x in (direct, cos_slot, sin_slot))
-    return direct_t, cos_t, sin_t
-
-
-def _chain_buffers(model: pin.Model, chain: list[int], tip: pin.SE3, origin: pin.SE3) -> dict[str, Tensor]:
-    """Constant tensors describing the chain, for :func:`chain_kinematics`, from ``origin`` (the root's
-    placement in the base frame)."""
-    rot, rot_k, rot_k2, pos, slide, axis, revolute = [], [], [], [], [], [], []
-    if not chain:  # a frame fixed to the root: its placement is its tip
-        tip = origin * tip
-    for index, j in enumerate(chain):
-        placement = origin * model.jointPlacements[j] if index == 0 else model.jointPlacements[j]
-        v, w = motion_axis(model.joints[j])
-        is_revolute = bool(np.linalg.norm(w) > 1e-12)
-        unit = w if is_revolute else v
-        k = np.cross(np.eye(3), w)  # skew(w): row i is e_i x w; zero for prismatic joints
-        r = placement.rotation
-        rot.append(r)
-        rot_k.append(r @ k)
-        rot_k2.append(r @ k @ k)
-        pos.append(placement.translation)
-        slide.append(np.zeros(3) if is_revolute else r @ v)
-        axis.append(unit)
-        revolute.append(is_revolute)
-    as_t = lambda x: torch.tensor(np.array(x), dtype=torch.float64)  # noqa: E731
-    return {
-        "_place_rot": as_t(rot).reshape(-1, 3, 3),
-        "_place_rot_k": as_t(rot_k).reshape(-1, 3, 3),
-        "_place_rot_k2": as_t(rot_k2).reshape(-1, 3, 3),
-        "_place_pos": as_t(pos).reshape(-1, 3),
-        "_slide": as_t(slide).reshape(-1, 3),
-        "_axis": as_t(axis).reshape(-1, 3),
-        "_revolute": torch.tensor(revolute, dtype=torch.bool),
-        "_tip": torch.tensor(np.asarray(tip.homogeneous), dtype=torch.float64),
-    }
-
-
-def _full_q_index(full: pin.Model, model: pin.Model) -> Tensor:
-    """Positions in ``full``'s configuration of the entries of ``model``'s (a reduction of ``full``)."""
-    index: list[int] = []
-    for j in range(1, model.njoints):
-        jm, jf = model.joints[j], full.joints[full.getJointId(model.names[j])]
-        index += range(jf.idx_q, jf.idx_q + jm.nq)
-    return torch.tensor(index, dtype=torch.long)
