@@ -32,7 +32,7 @@ from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
 from ik_layer.reference import solve_reference
 
-__all__ = ["EngineCache", "engines", "solve", "solve_problem"]
+__all__ = ["EngineCache", "check_timeout", "engines", "solve", "solve_problem"]
 
 _MAX_POOL = 1 << 16  # slots of one robot's engine at most; larger solves queue through it
 _BLOCK = 32  # iterations per launch (rows join and leave between blocks): fewer steps, less Python per solve
@@ -160,7 +160,7 @@ def solve_problem(
         )
     if reference and engine is not None:
         raise IKLayerError("engine and reference=True exclude each other: the reference path runs no engine")
-    seconds = None if timeout is None else _seconds(timeout)
+    seconds = None if timeout is None else check_timeout(timeout)
     robot.check_generator(generator)
     if problem.goals and num_solutions != 1:
         raise IKLayerError(f"goal_set gives one answer per row: num_solutions must be 1, got {num_solutions!r}")
@@ -199,7 +199,7 @@ def _best_of_goals(robot: Robot, every: IKResult, problem: Problem, objective: s
     return replace(picked, goal=goal).reshaped(rows)
 
 
-def _seconds(timeout: object) -> float:
+def check_timeout(timeout: object) -> float:
     """``timeout`` checked: a positive finite number of seconds."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
         raise IKLayerError(f"timeout must be a positive number of seconds, got {timeout!r}")

@@ -10,11 +10,10 @@ Bounds, as for IK requests:
 * a clip holds at most ``max_trajectory_frames`` frames (413 naming ``targets`` and the limit);
 * at most ``max_trajectories_in_flight`` requests solve at once and ``trajectory_queue_limit`` more wait for a
   thread; past that, 503 with ``Retry-After``;
-* every request has a deadline (``timeout``, default the server's ``trajectory_timeout``, at most ``max_timeout``):
-  the engine stops the frame in progress at it and no frame starts after it; the request is then answered 413,
-  too much work for its time limit (a clip is one answer: its frames depend on each other, so there is no partial
-  answer to give, as an IK request's rows past their deadline give theirs);
-* a request whose client disconnects stops at its next frame.
+* every request has a deadline (``timeout``, default the server's ``trajectory_timeout``, at most ``max_timeout``),
+  the library's ``timeout``: the frame in progress stops at it with its best configuration so far, the frames after
+  it hold that configuration, and they answer ``status: "deadline"``, as an IK request's rows past their deadline;
+* a request whose client disconnects stops at its next frame (:class:`Abandoned`).
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from torch import Tensor
 
 from ik_layer import (
     OPTION_SPECS,
+    ROW_STATUS,
     Engine,
     IKLayerError,
     IKResult,
@@ -46,17 +46,19 @@ from ik_layer.server.exceptions import FieldError, ServiceUnavailable, TooManyRo
 from ik_layer.server.settings import Settings
 from ik_layer.server.trajectory_schemas import TrajectoryRequest, TrajectoryResponse
 
-__all__ = ["TERMS", "OutOfTime", "TrajectoryJob", "TrajectoryLine", "encode", "trajectory_job"]
+__all__ = ["TERMS", "Abandoned", "TrajectoryJob", "TrajectoryLine", "encode", "trajectory_job"]
 
 TERMS = ("centring", "manipulability", "self_collision")
 """Secondary terms of the solver options that trajectories do not take (see :func:`ik_layer.solve_trajectory`)."""
+
+_NO_TIME = 1e-9  # [s] the timeout of a request already past its deadline: every frame answers DEADLINE
 
 _ARGUMENTS = {"target": "targets", "velocity_limit": "velocity_limit", "warm_start": "warm_start", "dt": "dt"}
 _ARGUMENTS |= {name: name for name in ("posture", "posture_weight", "acceleration", "weights", *OPTION_SPECS)}
 
 
-class OutOfTime(Exception):
-    """A trajectory request reached its deadline (or its client left) before its clip was solved."""
+class Abandoned(Exception):
+    """A trajectory request whose client left before its clip was solved: its solve stops at the next frame."""
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,9 @@ def _velocity_limit(robot: Robot, given: float | list[float] | None) -> Tensor |
     return torch.tensor(given, dtype=robot.dtype)
 
 
-def solve(robot: Robot, job: TrajectoryJob, engine: Engine) -> TrajectoryResult:
-    """:func:`ik_layer.solve_trajectory` of ``job`` on ``engine`` (on the robot's device).
+def solve(robot: Robot, job: TrajectoryJob, engine: Engine, deadline: float) -> TrajectoryResult:
+    """:func:`ik_layer.solve_trajectory` of ``job`` on ``engine`` (on the robot's device) by ``deadline``
+    (``time.monotonic()``; once past, every frame answers ``DEADLINE``).
 
     Raises:
         FieldError: the library refused an argument (named by the request's field).
@@ -183,6 +186,7 @@ def solve(robot: Robot, job: TrajectoryJob, engine: Engine) -> TrajectoryResult:
             posture_weight=job.posture_weight,
             generator=generator,
             engine=engine,
+            timeout=max(deadline - time.monotonic(), _NO_TIME),
         )
     except IKLayerError as err:
         if isinstance(err, FieldError):
@@ -203,22 +207,19 @@ def encode(robot: Robot, result: TrajectoryResult) -> bytes:
         max_step=result.max_step.tolist(),
         velocity_ratio=result.velocity_ratio.tolist(),
         bounded=result.bounded.tolist(),
+        status=[ROW_STATUS[code] for code in result.status.tolist()],  # type: ignore[misc]  # the three names
     )
     return response.model_dump_json().encode()
 
 
-class _TimedEngine(Engine):
-    """An engine that stops at its current request's deadline: a frame in progress retires at it (the engine's own
-    deadline), and a frame asked for after it, or after the request was stopped, raises :class:`OutOfTime`."""
+class _StoppableEngine(Engine):
+    """An engine whose next solve raises :class:`Abandoned` once ``stopped`` is set (the request's client left)."""
 
-    deadline: float | None = None
     stopped: threading.Event | None = None
 
     def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
-        if self.deadline is not None:
-            if time.monotonic() >= self.deadline or (self.stopped is not None and self.stopped.is_set()):
-                raise OutOfTime
-            deadline = self.deadline if deadline is None else min(deadline, self.deadline)
+        if self.stopped is not None and self.stopped.is_set():
+            raise Abandoned
         return super().solve(problem, seed, deadline)
 
 
@@ -242,7 +243,7 @@ class TrajectoryLine:
         self.waiting = waiting
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=solving, thread_name_prefix="ik-trajectory")
         self._tickets: set[_Ticket] = set()  # admitted, not yet answered (event loop only)
-        self._engines: dict[int, list[_TimedEngine]] = {}  # idle engines by id(robot)
+        self._engines: dict[int, list[_StoppableEngine]] = {}  # idle engines by id(robot)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -257,7 +258,7 @@ class TrajectoryLine:
 
         Raises:
             ServiceUnavailable: the line is full, or closed.
-            OutOfTime: the deadline came first.
+            Abandoned: the call was cancelled.
             FieldError: the library refused an argument.
         """
         if self._closed:
@@ -280,19 +281,19 @@ class TrajectoryLine:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, ticket: _Ticket) -> bytes:
-        if ticket.stopped.is_set() or time.monotonic() >= ticket.deadline:
-            raise OutOfTime
+        if ticket.stopped.is_set():
+            raise Abandoned
         engine = self._engine(ticket.robot)
-        engine.deadline, engine.stopped = ticket.deadline, ticket.stopped
+        engine.stopped = ticket.stopped
         try:
-            result = solve(ticket.robot, ticket.job, engine)
+            result = solve(ticket.robot, ticket.job, engine, ticket.deadline)
         finally:
-            engine.deadline = engine.stopped = None
+            engine.stopped = None
             with self._lock:
                 self._engines.setdefault(id(ticket.robot), []).append(engine)
         return encode(ticket.robot, result)
 
-    def _engine(self, robot: Robot) -> _TimedEngine:
+    def _engine(self, robot: Robot) -> _StoppableEngine:
         """An idle engine of ``robot``, or a new one (room for one frame of the widest request)."""
         with self._lock:
             idle = self._engines.get(id(robot))
@@ -300,4 +301,4 @@ class TrajectoryLine:
                 engine = idle.pop()
                 if engine.robot is robot and engine.serves(robot):
                     return engine
-        return _TimedEngine(robot, capacity=MAX_SEEDS)
+        return _StoppableEngine(robot, capacity=MAX_SEEDS)

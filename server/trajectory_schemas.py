@@ -11,7 +11,7 @@ that need the robot (frames, nq, joints) and the server's limits live in :mod:`i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -152,4 +152,9 @@ class TrajectoryResponse(BaseModel):
     bounded: list[bool] = Field(
         description="per frame: solved again inside its velocity box (the unconstrained answer stepped too far, "
         "or failed)"
+    )
+    status: list[Literal["solved", "exhausted", "deadline"]] = Field(
+        description='per frame, why it stopped: "solved" (its success), "deadline" (the timeout ran out during '
+        "the frame or before it: from there on every frame holds the last configuration reached), "
+        '"exhausted" (no solution within the budget and the velocity box)'
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,34 @@ def test_a_jump_no_joint_can_make_fails_honestly_within_the_limits(ur5e, rng):
     np.testing.assert_allclose(result.position_error.numpy(), position, atol=1e-9)
     np.testing.assert_array_equal(result.success.numpy(), (position <= 1e-4) & (rotation <= 1e-3))
     assert result.success[-3:].all()  # caught up with the path, by the joint moving at its limit
+
+
+def test_a_timeout_stops_the_clip_and_later_frames_hold_the_last_configuration(ur5e, rng):
+    """Targets no answer meets from afar (tolerances of 1e-300): the frame in progress at the timeout and every later
+    frame answer DEADLINE, the later ones holding its configuration (velocity 0) with their errors there, and the
+    call returns soon after the timeout; a clip solved in time answers SOLVED throughout."""
+    path = joint_paths(ur5e, 2, 30, DT, speed=0.3, generator=rng)
+    target = ur5e.fk(path)
+    never = {"position_tolerance": 1e-300, "orientation_tolerance": 1e-300, "max_iterations": 10_000}
+    start = time.monotonic()
+    late = ik_layer.solve_trajectory(ur5e, target, dt=DT, warm_start=path[:, 0], timeout=0.1, **never)
+    took = time.monotonic() - start
+    whole = ik_layer.solve_trajectory(ur5e, target, dt=DT, warm_start=path[:, 0], timeout=60)
+    assert took < 2.0  # one frame's 10,000 iterations at most stopped at 0.1 s; 30 frames would take seconds
+    # Frames run their 10,000 iterations (frame 0 starts at its solution, the warm start) until the time runs out
+    # during frame d, which answers DEADLINE as every frame after it, those holding its configuration.
+    deadline = (late.status == ik_layer.DEADLINE).int()
+    d = int(deadline[0].argmax())
+    assert 0 < d < 25 and bool((deadline[:, d:] == 1).all()) and not bool(deadline[:, :d].any())
+    assert not late.success[:, d:].any()
+    assert torch.equal(late.q[:, d + 1 :], late.q[:, d : d + 1].expand(-1, 29 - d, -1))
+    assert bool((late.max_step[:, d + 1 :] == 0).all())
+    position, rotation = confirmed_errors(ur5e, late.q, target)
+    np.testing.assert_allclose(late.position_error.numpy(), position, atol=1e-9)
+    np.testing.assert_allclose(late.orientation_error.numpy(), rotation, atol=1e-9)
+    assert whole.success.all() and bool((whole.status == ik_layer.SOLVED).all())
+    with pytest.raises(ik_layer.IKLayerError, match="timeout"):
+        ik_layer.solve_trajectory(ur5e, target, dt=DT, timeout=0)
 
 
 def test_a_given_velocity_limit_bounds_every_step(panda, rng):

@@ -19,7 +19,7 @@ from ik_layer.trajectory.synthetic import joint_paths
 
 DT = 0.01
 FRAMES = 10
-FIELDS = ("success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded")
+FIELDS = ("success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded", "status")
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,9 @@ def test_the_clip_equals_the_library_in_chunks_or_not(
     )
     written = np.load(out)
     assert written["q"].tolist() == expected.q.tolist()
-    for name in FIELDS:
+    for name in FIELDS[:-1]:
         assert written[name].tolist() == getattr(expected, name).tolist(), name
+    assert written["status"].tolist() == [ik_layer.ROW_STATUS[code] for code in expected.status.tolist()]
     assert written["line"].tolist() == list(range(2, FRAMES + 2))
     assert list(written["q_columns"]) == list(ur5e.joint_names)
 

@@ -505,6 +505,7 @@ def run_trajectory(args: argparse.Namespace) -> int:
         robot, poses, args, warm_start=warm_start, posture=posture, generator=generator, progress=args.progress
     )
     fields = {name: getattr(result, name).detach().cpu().numpy() for name in _TRAJECTORY_FIELDS}
+    fields["status"] = np.array([ROW_STATUS[code] for code in fields["status"].tolist()], dtype=str)  # as solve's
     table = Table({"line": targets.lines, **fields}, {"q": columns})
     if args.output is None:
         write_csv(sys.stdout, table)
@@ -522,7 +523,9 @@ def run_trajectory(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_TRAJECTORY_FIELDS = ("q", "success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded")
+_TRAJECTORY_FIELDS = (
+    "q", "success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded", "status",
+)  # fmt: skip
 
 
 def trajectory_in_chunks(

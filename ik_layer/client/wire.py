@@ -161,6 +161,8 @@ class RemoteTrajectoryResult:
             first frame; 0 there without one).
         velocity_ratio: (T,) the largest ``|step_j| / (v_max_j dt)``: at most 1.
         bounded: (T,) bool: frames solved again inside their velocity box.
+        status: (T,) numpy strings, why each frame stopped: ``"solved"``, ``"exhausted"``, or ``"deadline"`` (the
+            request's ``timeout`` ran out during the frame or before it; later frames hold the last configuration).
     """
 
     q: Array
@@ -170,6 +172,7 @@ class RemoteTrajectoryResult:
     max_step: Array
     velocity_ratio: Array
     bounded: Array
+    status: np.ndarray
 
 
 # --- errors ----------------------------------------------------------------------------------------------------
@@ -510,8 +513,8 @@ def _trajectory_result(
 ) -> RemoteTrajectoryResult:
     """The :class:`RemoteTrajectoryResult` of the server's answer to a clip of ``frames`` frames (tensors for tensor
     ``targets`` unless ``numpy``, see :func:`_as_given`)."""
-    kinds = {"success": np.bool_, "bounded": np.bool_}
-    names = ("success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded")
+    kinds = {"success": np.bool_, "bounded": np.bool_, "status": np.str_}
+    names = ("success", "position_error", "orientation_error", "max_step", "velocity_ratio", "bounded", "status")
     try:
         values = {"q": np.array(answer["q"], dtype=np.float64).reshape(frames, info.nq)}
         for name in names:
@@ -521,7 +524,8 @@ def _trajectory_result(
             values[name] = np.array(column, dtype=kinds.get(name, np.float64))
     except (KeyError, TypeError, ValueError) as err:
         raise ServiceError(f"unreadable trajectory answer: {err!r}", 200, answer) from None
-    return RemoteTrajectoryResult(**{k: _as_given(v, targets, numpy) for k, v in values.items()})
+    status = values.pop("status")
+    return RemoteTrajectoryResult(**{k: _as_given(v, targets, numpy) for k, v in values.items()}, status=status)
 
 
 def _flat_sets(sets: list[Any], k: int) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ik_layer.core.options import SolveOptions
+from ik_layer.core.result import DEADLINE
 from ik_layer.layer.implicit import damped_pseudo_inverse
 from ik_layer.layer.jacobian import batch_jacobian
 from ik_layer.model.lie import pose_error
@@ -104,6 +105,7 @@ def ik_trajectory(
         position.reshape(shape),
         orientation.reshape(shape),
         _frame_major(checked, plain.bounded),
+        _frame_major(checked, plain.status == DEADLINE),
     )
 
 

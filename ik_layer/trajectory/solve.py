@@ -11,17 +11,19 @@ velocity box (:mod:`ik_layer.trajectory.bounded`), so no answer ever exceeds the
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ik_layer.api import solve_problem
+from ik_layer.api import check_timeout, solve_problem
 from ik_layer.core.options import SolveOptions
+from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED
 from ik_layer.engine import Engine
 from ik_layer.model.robot import Robot
-from ik_layer.trajectory.bounded import solve_in_box
+from ik_layer.trajectory.bounded import frame_errors_of, solve_in_box
 from ik_layer.trajectory.problem import TrajectoryProblem, joint_difference
 
 __all__ = ["TrajectoryResult", "result_of", "solve_frames", "solve_trajectory"]
@@ -41,6 +43,10 @@ class TrajectoryResult:
         velocity_ratio: (..., T) the largest ``|step_j| / (v_max_j dt)``: at most 1 (within the limits).
         bounded: (..., T) bool: frames solved again inside their velocity box (the engine's answer stepped too
             far or failed); :func:`~ik_layer.ik_trajectory` gives them zero gradient.
+        status: (..., T) int32: why each frame stopped, as :attr:`ik_layer.IKResult.status`: ``SOLVED`` (its
+            success), ``DEADLINE`` (the ``timeout`` ran out during the frame or before it: from there on every
+            frame holds the last configuration reached), ``EXHAUSTED`` (no solution within the budget and the
+            velocity box).
     """
 
     q: Tensor
@@ -50,6 +56,7 @@ class TrajectoryResult:
     max_step: Tensor
     velocity_ratio: Tensor
     bounded: Tensor
+    status: Tensor
 
 
 def solve_trajectory(
@@ -66,6 +73,7 @@ def solve_trajectory(
     posture_weight: float = 0.01,
     generator: torch.Generator | None = None,
     engine: Engine | None = None,
+    timeout: float | None = None,
     **option_changes: Any,
 ) -> TrajectoryResult:
     """Solve clips of T targets each, frame after frame, every step within the joint velocity limits.
@@ -88,6 +96,9 @@ def solve_trajectory(
         posture_weight: weight of the posture cost against the velocity cost (per frame).
         generator: random generator of the engine's seeds (reproducible results).
         engine: the :class:`~ik_layer.Engine` of ``robot`` to solve on (default: its shared one).
+        timeout: the most seconds the solve may take, from when the arguments are checked (None: the iteration
+            budgets alone bound it). The frame in progress then stops with its best configuration so far, and the
+            frames after it hold it (velocity 0); they all answer ``status == DEADLINE``, ``success=False``.
         **option_changes: options to change, by name (``position_tolerance=1e-5``), over ``options``.
 
     Returns:
@@ -110,7 +121,8 @@ def solve_trajectory(
         posture_weight=posture_weight,
         **option_changes,
     )
-    return solve_frames(robot, checked, generator=generator, engine=engine)
+    deadline = None if timeout is None else time.monotonic() + check_timeout(timeout)
+    return solve_frames(robot, checked, generator=generator, engine=engine, deadline=deadline)
 
 
 def solve_frames(
@@ -119,20 +131,30 @@ def solve_frames(
     *,
     generator: torch.Generator | None = None,
     engine: Engine | None = None,
+    deadline: float | None = None,
 ) -> TrajectoryResult:
-    """:func:`solve_trajectory` of a checked problem, taken as it is."""
+    """:func:`solve_trajectory` of a checked problem, taken as it is, by ``deadline`` (``time.monotonic()``)."""
     frames, clips, problem = checked.frames, checked.clips, checked.problem
     step = checked.limit * checked.dt
     q = problem.target.new_empty(frames, clips, robot.nq)
-    success = torch.empty(frames, clips, dtype=torch.bool, device=robot.device)
+    success = torch.zeros(frames, clips, dtype=torch.bool, device=robot.device)
     position, orientation = (problem.target.new_empty(frames, clips) for _ in range(2))
     bounded = torch.zeros(frames, clips, dtype=torch.bool, device=robot.device)
+    late = torch.zeros(frames, clips, dtype=torch.bool, device=robot.device)
     prev = before = checked.start
     for t in range(frames):
         part = checked.frame(t)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:  # out of time: the frames from here hold the last configuration
+            _hold(robot, checked, t, robot.neutral_q().expand(clips, -1) if prev is None else prev, q, position,
+                  orientation)  # fmt: skip
+            late[t:] = True
+            break
         pull = checked.pull(robot, prev, before)
         seed = None if pull is None else robot.wrap(pull)
-        answer = solve_problem(robot, replace(part, warm_start=seed), generator=generator, engine=engine)
+        answer = solve_problem(robot, replace(part, warm_start=seed), generator=generator, engine=engine, timeout=left)
+        if answer.status is not None:
+            late[t] = answer.status == DEADLINE
         q[t], success[t] = answer.q, answer.success
         position[t], orientation[t] = answer.position_error, answer.orientation_error
         if prev is not None:
@@ -147,7 +169,20 @@ def solve_frames(
                 bounded[t, rows] = True
         before = q[t] if prev is None else prev
         prev = q[t]
-    return result_of(robot, checked, q, success, position, orientation, bounded)
+    return result_of(robot, checked, q, success, position, orientation, bounded, late)
+
+
+def _hold(
+    robot: Robot, checked: TrajectoryProblem, t: int, held: Tensor, q: Tensor, position: Tensor, orientation: Tensor
+) -> None:
+    """Frames ``t`` on of every clip at the configuration ``held`` (clips, nq), with their errors there."""
+    rest = slice(t * checked.clips, None)
+    frames = checked.frames - t
+    q[t:] = held
+    _, pos, ori = frame_errors_of(
+        robot, q[t:].reshape(-1, robot.nq), checked.problem.target[rest], checked.problem.weights[rest]
+    )
+    position[t:], orientation[t:] = pos.reshape(frames, -1), ori.reshape(frames, -1)
 
 
 def result_of(
@@ -158,8 +193,10 @@ def result_of(
     position: Tensor,
     orientation: Tensor,
     bounded: Tensor,
+    late: Tensor,
 ) -> TrajectoryResult:
-    """The frame-major answers (T, clips, ...) as a :class:`TrajectoryResult` of shape (..., T)."""
+    """The frame-major answers (T, clips, ...) as a :class:`TrajectoryResult` of shape (..., T); ``late``: the frames
+    the deadline stopped or never let start."""
     previous = torch.cat((q[:1] if checked.start is None else checked.start[None], q[:-1]))
     moved = joint_difference(robot, q, previous).abs()
     ratio = (moved / (checked.limit * checked.dt)).amax(-1) if moved.shape[-1] else moved.sum(-1)
@@ -168,12 +205,15 @@ def result_of(
     def clip_major(x: Tensor) -> Tensor:
         return x.transpose(0, 1).reshape(*checked.batch, checked.frames, *x.shape[2:])
 
+    solved = success & (ratio <= 1) & ~late
+    status = torch.where(solved, SOLVED, torch.where(late, DEADLINE, EXHAUSTED)).to(torch.int32)
     return TrajectoryResult(
         q=clip_major(q),
-        success=clip_major(success & (ratio <= 1)),
+        success=clip_major(solved),
         position_error=clip_major(position),
         orientation_error=clip_major(orientation),
         max_step=clip_major(steps),
         velocity_ratio=clip_major(ratio),
         bounded=clip_major(bounded),
+        status=clip_major(status),
     )

@@ -11,10 +11,9 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from ik_layer.server.body import openapi_body, read_json
 from ik_layer.server.decode import parse
-from ik_layer.server.exceptions import TooMuchWork
 from ik_layer.server.schemas import ERROR_RESPONSES, ErrorResponse
 from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
-from ik_layer.server.trajectory_jobs import OutOfTime, TrajectoryJob, TrajectoryLine, trajectory_job
+from ik_layer.server.trajectory_jobs import TrajectoryJob, TrajectoryLine, trajectory_job
 from ik_layer.server.trajectory_schemas import TrajectoryRequest, TrajectoryResponse
 
 __all__ = ["CLIENT_GONE", "get_line", "router"]
@@ -24,10 +23,7 @@ router = APIRouter(prefix="/v1", tags=["kinematics"])
 CLIENT_GONE = 499
 """Status recorded (never received) for a request whose client disconnected before its answer."""
 
-_TOO_MANY = (
-    "more frames than the server's max_trajectory_frames (`limit`), a clip not solved within its timeout, or a body "
-    "over the size limit"
-)
+_TOO_MANY = "more frames than the server's max_trajectory_frames (`limit`), or a body over the size limit"
 _RESPONSES: dict[int | str, dict[str, object]] = {
     **ERROR_RESPONSES,
     413: {"model": ErrorResponse, "description": _TOO_MANY},
@@ -58,9 +54,8 @@ async def solve_trajectory(
     Each frame's answer is the solution nearest its pull point (the previous answer, moved by the ``acceleration``
     and ``posture`` costs); a frame the solver could not reach within its velocity box comes back with ``success:
     false`` and the closest configuration in its box. Each request has a time limit (``timeout``, default the
-    server's ``trajectory_timeout``); a clip not solved by then is answered 413 (too much work for its time limit:
-    a clip's frames depend on each other, so there is no partial answer). A request whose client disconnects
-    stops.
+    server's ``trajectory_timeout``): the frame in progress then stops with its best configuration so far, the
+    frames after it hold it, and they answer ``status: "deadline"``. A request whose client disconnects stops.
     """
     arrived = time.monotonic()
     job = await read_json(request, partial(_decode_job, loaded, state))
@@ -71,11 +66,6 @@ async def solve_trajectory(
         if not solving.done():
             return Response(status_code=CLIENT_GONE)
         body = solving.result()
-    except OutOfTime:
-        raise TooMuchWork(
-            f"the clip of {job.frames} frames was not solved within its timeout ({job.timeout:g} s): give a longer "
-            f"timeout (at most {state.settings.max_timeout:g} s), fewer frames, or fewer iterations"
-        ) from None
     finally:
         gone.cancel()
         solving.cancel()  # a clip still solving stops at its next frame
