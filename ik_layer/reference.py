@@ -33,7 +33,8 @@ from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED, IKResult, frame_er
 from ik_layer.model.floating import BASE_NQ
 from ik_layer.model.lie import matrix_to_quaternion, pose_error
 from ik_layer.model.robot import Robot
-from ik_layer.terms import gains_of, rank_of_cost, secondary_cost, secondary_gradient, used_terms
+from ik_layer.terms import rank_of_cost
+from ik_layer.terms.objective import Objective
 
 __all__ = ["solve_reference"]
 
@@ -81,10 +82,10 @@ class _Solve:
         self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
         self.posture_seeds = posture_seeds  # whether the posture is a first seed too (else it only pulls)
-        self.gains = gains_of(options, posture is not None)
+        self.objective = Objective.of(robot, options, posture, collision)
         self.collision = collision
-        self.terms = bool(used_terms(self.gains))  # seeds pull in the null space on their way
-        self.pulls = self.terms or collision is not None  # successes polish (in collision: until free)
+        self.terms = self.objective.terms  # seeds pull in the null space on their way
+        self.pulls = self.objective.active  # successes polish (in collision: until free)
         self.generator = generator
         n = target.shape[0]
         self.best_q = target.new_zeros(n, robot.nq)
@@ -94,27 +95,14 @@ class _Solve:
         # weighted residual's rows at least the dof): it restarts at the next check instead of polishing
         self.rigid = ((self.weights > 0).sum(-1) >= robot.dof) & (not self.terms)
 
-    def posture_rows(self, rows: Tensor) -> Tensor | None:
-        """The posture (A, 1, nq) of ``rows``, or None."""
-        return None if self.posture is None else self.posture[rows, None]
-
     def terms_gradient(self, rows: Tensor, q: Tensor, jac: Tensor) -> Tensor:
         """The secondary terms' gradient (A, S, dof) at ``q`` (A, S, nq) with its pose Jacobian."""
-        return secondary_gradient(self.robot, q, jac, self.posture_rows(rows), self.gains)
+        return self.objective.take(rows).terms_gradient(q, jac)
 
     def secondary(self, rows: Tensor, q: Tensor, jac: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """At ``q`` (A, S, nq) with its pose Jacobian: the secondary cost (A, S) (the terms' and the collision
-        term's), its gradient (A, S, dof), the least collision distance (A, S) (+inf without collision) and whether
-        the terms' gradient alone is zero (A, S) (the collision term gates and repairs; it leaves nothing to
-        polish)."""
-        cost = secondary_cost(self.robot, q, jac, self.posture_rows(rows), self.gains)
-        gradient = self.terms_gradient(rows, q, jac)
-        still = (gradient == 0).all(dim=-1)
-        if self.collision is None:
-            return cost, gradient, torch.full_like(cost, torch.inf), still
-        collision_cost, collision_gradient, least = self.collision.take(rows).cost_and_gradient(self.robot, q)
-        cost, gradient = cost + LM.collision_gain * collision_cost, gradient + LM.collision_gain * collision_gradient
-        return cost, gradient, least, still
+        """At ``q`` (A, S, nq) with its pose Jacobian: the objective's cost (A, S), gradient (A, S, dof), least
+        collision distance (A, S) and whether the terms' gradient alone is zero (:meth:`Objective.evaluate`)."""
+        return self.objective.take(rows).evaluate(q, jac)
 
     def gated(self, score: Tensor, least: Tensor) -> Tensor:
         """The score of configurations of pose score ``score`` and least collision distance ``least``: one within

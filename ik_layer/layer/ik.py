@@ -45,7 +45,6 @@ from torch import Tensor, nn
 from ik_layer.api import solve_problem
 from ik_layer.collision.cost import CollisionCost
 from ik_layer.collision.shapes import Obstacle, Scenes
-from ik_layer.core.lm import LM
 from ik_layer.core.options import OPTION_SPECS, SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import IKResult
@@ -53,7 +52,7 @@ from ik_layer.exceptions import IKLayerError, ShapeError
 from ik_layer.layer.implicit import damped_pseudo_inverse, implicit_root
 from ik_layer.model.lie import as_transform, from_rotation_translation, invert_transform, pose_error, skew
 from ik_layer.model.robot import Robot
-from ik_layer.terms import gains_of, secondary_gradient, used_terms
+from ik_layer.terms.objective import Objective
 
 __all__ = ["IKLayer", "ik", "ik_solve", "target_gradient"]
 
@@ -114,7 +113,6 @@ def ik_solve(
         sqrt_w = _reached(sqrt_w, goal, goals, 1 + frames)
     posture = solve_arguments.get("posture")
     opts, obstacles = problem.options, problem.obstacles
-    gains = gains_of(opts, posture is not None)
     if result.q.dim() > len(targets) + 1:  # num_solutions > 1: each input gains the solutions' axis
         target_t = _per_solution(target_t, 2 + frames)
         tool_t, base_t = _per_solution(tool_t, 2 + frames), _per_solution(base_t, 2)
@@ -122,24 +120,25 @@ def ik_solve(
         posture = None if posture is None else _per_solution(torch.as_tensor(posture), 1)
     if posture is not None:  # as the solve took it: one per target row
         posture = posture.expand_as(result.q)
-    collides = CollisionCost.of(robot, obstacles, opts) is not None
+    objective = Objective.of(robot, opts, posture, CollisionCost.of(robot, obstacles, opts))
 
     def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor, *tensors: Tensor) -> Tensor:
         q = robot.integrate(result.q, dq)
         pose, jac = robot.kinematics(q, jacobian=True)  # torch kinematics: differentiable in q
         r = (sqrt_w * pose_error(target_, _per_frame(robot, base_) @ pose @ tool_)).flatten(dq.dim() - 1)
-        if not (used_terms(gains) or collides):
+        if not objective.active:
             return r
         weighted = (sqrt_w[..., None] * _tool_jacobian(robot, pose, jac, tool_, base_)).flatten(dq.dim() - 1, -2)
-        grad = secondary_gradient(robot, q, jac.flatten(dq.dim() - 1, -2), posture, gains)
-        if collides:
+        collision = None  # with the obstacles' tensors as the residual takes them (their gradients)
+        if objective.collision is not None:
             collision = CollisionCost.of(robot, _with_tensors(obstacles, tensors), opts)
             assert collision is not None  # as above
-            grad = grad + LM.collision_gain * collision.reshaped(targets).gradient(robot, q)
+            collision = collision.reshaped(targets)
+        grad = replace(objective, collision=collision).gradient(q, jac.flatten(dq.dim() - 1, -2))
         return torch.cat((r, _null_space_part(weighted, grad)), -1)
 
     jac = None  # the secondary rows' Jacobian: by autograd
-    if not (used_terms(gains) or collides):
+    if not objective.active:
         with torch.no_grad():
             pose, ee_jac = robot.fk_jacobian(result.q)
             jac = -sqrt_w[..., None] * _tool_jacobian(robot, pose, ee_jac, tool_t, base_t)
