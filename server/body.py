@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ik_layer.server.exceptions import UnsupportedMediaType
 
-__all__ = ["INLINE_BYTES", "document_bodies", "openapi_body", "read_json"]
+__all__ = ["INLINE_BYTES", "disconnected", "document_bodies", "openapi_body", "read_json"]
 
 INLINE_BYTES = 16 * 1024
 """Bodies up to this size are decoded on the event loop (well under a millisecond); larger ones off it."""
@@ -71,3 +71,9 @@ def document_bodies(app: FastAPI, models: Sequence[type[BaseModel]]) -> None:
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def disconnected(request: Request) -> None:
+    """Return when the client disconnects (once the body has been read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from ik_layer.server.body import openapi_body, read_json
+from ik_layer.server.body import disconnected, openapi_body, read_json
 from ik_layer.server.decode import IKJob, ik_job, parse
 from ik_layer.server.schemas import ERROR_RESPONSES, IKRequest, IKResponse
 from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
@@ -56,7 +56,7 @@ def _decode_job(loaded: Loaded, state: ServerState, body: bytes) -> IKJob:
 
 async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWorker) -> bytes | None:
     """The ticket's answer, or None (its work cancelled) if the client disconnects or the route is cancelled first."""
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request))
     try:
         waiting: set[asyncio.Future[Any]] = {ticket.future, gone}
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -66,9 +66,3 @@ async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWo
         if not ticket.future.done():
             worker.cancel(ticket)
             ticket.future.cancel()
-
-
-async def _disconnected(request: Request) -> None:
-    """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass

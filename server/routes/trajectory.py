@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from ik_layer.server.body import openapi_body, read_json
+from ik_layer.server.body import disconnected, openapi_body, read_json
 from ik_layer.server.decode import parse
 from ik_layer.server.schemas import ERROR_RESPONSES, ErrorResponse
 from ik_layer.server.state import Loaded, ServerState, get_loaded, get_state
@@ -60,7 +60,7 @@ async def solve_trajectory(
     arrived = time.monotonic()
     job = await read_json(request, partial(_decode_job, loaded, state))
     solving = asyncio.ensure_future(line.solve(loaded.robot, job, arrived + job.timeout))
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request))
     try:
         await asyncio.wait({solving, gone}, return_when=asyncio.FIRST_COMPLETED)
         if not solving.done():
@@ -74,9 +74,3 @@ async def solve_trajectory(
 
 def _decode_job(loaded: Loaded, state: ServerState, body: bytes) -> TrajectoryJob:
     return trajectory_job(loaded.robot, parse(TrajectoryRequest, body), state.settings)
-
-
-async def _disconnected(request: Request) -> None:
-    """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
