@@ -61,6 +61,19 @@ def test_wheel_holds_server_robots_and_data(wheel_names):
         assert expected in wheel_names
 
 
+def test_wheel_holds_every_source_module(wheel_names):
+    """Every module of the sources, installed where the package-dir mapping puts it (a package left out of
+    pyproject.toml's list installs without it, and only an editable install hides that)."""
+    installed = {"ik_layer": "ik_layer", "server": "ik_layer/server", "robots": "ik_layer/robots",
+                 "deploy": "ik_layer/deploy"}  # fmt: skip
+    expected = {
+        f"{prefix}/{path.relative_to(ROOT / folder).as_posix()}"
+        for folder, prefix in installed.items()
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    assert expected - set(wheel_names) == set()
+
+
 def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
