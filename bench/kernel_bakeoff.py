@@ -9,7 +9,7 @@ cost are checked against it before anything is timed.
 Candidates:
 
 * ``warp``: one ``warp`` kernel, one thread per row, built from the engine's own functions
-  (``ik_layer.engine.kernel.lm_functions``: FK, Jacobian, error, damped L D L^T solve); the same
+  (``ik_layer.engine.device.kernel.lm_functions``: FK, Jacobian, error, damped L D L^T solve); the same
   source compiles for CUDA. Launched from a recorded command (the arrays are bound once, as the
   engine's slot buffers are).
 * ``numba``: the same algorithm as an ``@njit`` loop over rows (CPU only; CUDA would need a second
@@ -36,7 +36,7 @@ import warp as wp
 from common import apply_threads_and_describe, benchmark_parser, markdown_table, time_call
 
 import ik_layer
-from ik_layer.engine.kernel import damping_floor, lm_functions
+from ik_layer.engine.device.kernel import damping_floor, lm_functions
 from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.model.warp_chain import bind_chain, chain_struct, warp_types
@@ -63,7 +63,7 @@ def eager_step(robot: ik_layer.Robot, q: torch.Tensor, target: torch.Tensor, mu:
 
 
 def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
-    """One step per row, from the engine's own warp functions (:func:`ik_layer.engine.kernel.lm_functions`);
+    """One step per row, from the engine's own warp functions (:func:`ik_layer.engine.device.kernel.lm_functions`);
     one end-effector frame, a fixed base."""
     fns = lm_functions(layout, dtype)
     evaluate, damped_solve = fns.evaluate, fns.damped_solve

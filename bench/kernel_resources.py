@@ -2,7 +2,7 @@
 
 Warp compiles each kernel to PTX for ``--arch`` (default 90: H100/H200) ahead of time, on the CPU; ``ptxas -v`` (from
 the CUDA toolkit, on PATH) assembles it and reports what every thread of the kernel uses, for both kernels of
-:func:`ik_layer.engine.kernel.lm_block_kernel` (the lazy Jacobian's, which the tensor store runs, and the eager
+:func:`ik_layer.engine.device.kernel.lm_block_kernel` (the lazy Jacobian's, which the tensor store runs, and the eager
 one). 255 registers is the
 most a thread may hold: past it values spill to local memory (the stack), which caps the warps an SM runs at once
 and adds memory traffic. Lower is better; the script prints a Markdown table.
@@ -26,7 +26,7 @@ import warp as wp
 from common import markdown_table
 
 from ik_layer import load_robot
-from ik_layer.engine.kernel import lm_block_kernel
+from ik_layer.engine.device.kernel import lm_block_kernel
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _USAGE = re.compile(r"Used (\d+) registers")

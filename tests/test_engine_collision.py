@@ -1,5 +1,5 @@
-"""The collision term in the fused LM kernel (ik_layer.engine.collision_step) and its plumbing: the kernel's cost,
-gradient and least distance equal the reference term's (ik_layer.collision.cost) on a fixed and a floating base;
+"""The collision term in the fused LM kernel (ik_layer.engine.device.collision_step) and its plumbing: the kernel's
+cost, gradient and least distance equal the reference term's (ik_layer.collision.cost) on a fixed and a floating base;
 both stores give the same answers; the obstacle table hands out ranges, grows and shrinks, and a request waits for
 room; a request's answer does not depend on its neighbours' scenes; one scene per target reaches each target's
 slots."""
@@ -17,7 +17,7 @@ from ik_layer.collision.packed import PackedObstacles
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.engine import Engine, open_store, scheduler
-from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs, spine_tensors
+from ik_layer.engine.device.collision_step import SphereLayout, collision_functions, collision_structs, spine_tensors
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.testing import example_robot_data_dir, random_configurations, solve_on_engine
@@ -273,7 +273,7 @@ def test_without_any_pair_there_is_no_closest_pair(reference: bool) -> None:
 
 
 def test_a_start_pool_keeps_the_latest_answers_in_a_ring() -> None:
-    from ik_layer.engine.kernel import POOL_STARTS
+    from ik_layer.engine.device.kernel import POOL_STARTS
 
     robot = ik_layer.load_robot("panda")
     for store in ("host", "tensor"):

@@ -12,7 +12,7 @@ __all__ = ["LM", "LMParameters"]
 @dataclass(frozen=True)
 class LMParameters:
     """Damping, posture pull and restart constants of the LM step (:mod:`ik_layer.reference`,
-    :mod:`ik_layer.engine.kernel`).
+    :mod:`ik_layer.engine.device.kernel`).
 
     Attributes:
         mu_init: initial damping relative to the weighted squared error.

@@ -1,6 +1,6 @@
 """The solver engine: a fused Levenberg-Marquardt kernel (warp) over fixed-shape slots, on the CPU and CUDA.
 
-* :func:`~ik_layer.engine.kernel.lm_block_kernel`: the kernel; one launch advances every RUNNING
+* :func:`~ik_layer.engine.device.kernel.lm_block_kernel`: the kernel; one launch advances every RUNNING
   slot by up to ``block`` iterations, the same math as the eager solver (:mod:`ik_layer.reference`);
   its joint sines and cosines come from :mod:`ik_layer.model.trig`.
 * :class:`~ik_layer.engine.slots.Slots`: the per-row state in torch tensors shared with warp, and the host-side
@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from ik_layer.engine.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
+from ik_layer.engine.device.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
 from ik_layer.engine.slots import Slots

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import warp as wp
 
-from ik_layer.engine.kernel import lm_block_kernel
+from ik_layer.engine.device.kernel import lm_block_kernel
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import HostStore
 from ik_layer.model.warp_runtime import quiet_warp

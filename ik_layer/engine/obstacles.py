@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ik_layer.collision.packed import PackedObstacles
 from ik_layer.collision.shapes import MAX_BATCH_OBSTACLES, MAX_OBSTACLES, Box, Capsule, Sphere
-from ik_layer.engine.collision_step import BOX, ROUND, collision_structs
+from ik_layer.engine.device.collision_step import BOX, ROUND, collision_structs
 from ik_layer.model.warp_runtime import bind_struct
 
 __all__ = ["TABLE_LIMIT", "TABLE_ROWS", "ObstacleTable"]

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ik_layer.engine.kernel import RUNNING
+from ik_layer.engine.device.kernel import RUNNING
 from ik_layer.engine.launch import BlockLauncher
 
 __all__ = ["FIRST_SLICE", "SLICE_ITERATIONS", "SLICE_SECONDS", "Pacer"]

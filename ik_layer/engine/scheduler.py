@@ -34,7 +34,7 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
-from ik_layer.engine.kernel import RUNNING, START_POOLS
+from ik_layer.engine.device.kernel import RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.pace import Pacer
 from ik_layer.engine.reach import reach

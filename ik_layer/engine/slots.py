@@ -26,14 +26,14 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
-from ik_layer.engine.collision_step import (
+from ik_layer.engine.device.collision_step import (
     SphereLayout,
     collision_structs,
     sphere_order,
     sphere_tensors,
     spine_tensors,
 )
-from ik_layer.engine.kernel import EMPTY, POOL_STARTS, RUNNING, START_POOLS, slot_structs
+from ik_layer.engine.device.kernel import EMPTY, POOL_STARTS, RUNNING, START_POOLS, slot_structs
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.engine.slot_rows import RowLayout
 from ik_layer.model.robot import Robot
@@ -96,14 +96,14 @@ class Slots(ABC, Generic[StoreArray]):
             (-2: it polished to no success and waits for its restart); polish_scale: the polish's step, a fraction of
             the terms' pull.
         best_least: the least collision distance at ``best_q`` where the kernel measured it (NaN elsewhere);
-        best_pair (2,): int32, its pair (:func:`~ik_layer.engine.collision_step.collision_functions`'s
+        best_pair (2,): int32, its pair (:func:`~ik_layer.engine.device.collision_step.collision_functions`'s
             ``clearance``: spheres in :attr:`sphere_order`).
         chain: the robot's chains and joint limits as the kernel reads them
             (:func:`~ik_layer.model.warp_chain.chain_struct`).
         sphere_layout: what the kernel compiles in of the robot's collision spheres (None: no spheres);
         sphere_order: (S,) int64 on the CPU, the collision model's index of each sphere in the kernel's order;
             link_chain, spheres: the chains of the links carrying them and the spheres as the kernel reads them
-            (:func:`~ik_layer.engine.collision_step.collision_structs`).
+            (:func:`~ik_layer.engine.device.collision_step.collision_structs`).
         obstacles: the table of the obstacles of the scenes in flight (a row without collision spheres).
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
     """
@@ -194,7 +194,7 @@ class Slots(ABC, Generic[StoreArray]):
     """The store's name (a key of :data:`~ik_layer.engine.store.STORES`)."""
 
     lazy_jacobian: bool
-    """The LM kernel the store's launches take (see :func:`~ik_layer.engine.kernel.lm_block_kernel`)."""
+    """The LM kernel the store's launches take (see :func:`~ik_layer.engine.device.kernel.lm_block_kernel`)."""
 
     @abstractmethod
     def array(self, x: Tensor | StoreArray) -> StoreArray:
@@ -264,7 +264,8 @@ class Slots(ABC, Generic[StoreArray]):
         self.spheres = bind_struct(collision_structs(self.dtype)[0], self._sphere_tensors)
 
     def _bind(self, struct_type: Struct) -> object:
-        """A ``struct_type`` (:func:`~ik_layer.engine.kernel.slot_structs`) of warp views of the fields of that name."""
+        """A ``struct_type`` (:func:`~ik_layer.engine.device.kernel.slot_structs`) of warp views of the fields of
+        that name."""
         return bind_struct(struct_type, {name: getattr(self, name) for name in struct_type.vars})
 
     def index(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> slice | StoreArray:

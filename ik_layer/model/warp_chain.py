@@ -2,7 +2,7 @@
 
 :func:`chain_functions` gives the warp functions that walk a :class:`~ik_layer.model.chain.ChainDescription`
 (one thread per configuration): the frames' poses, and with them the Jacobian. The fused FK kernel
-(:mod:`ik_layer.model.fk_kernel`) and the LM engine (:mod:`ik_layer.engine.kernel`) are built from the same
+(:mod:`ik_layer.model.fk_kernel`) and the LM engine (:mod:`ik_layer.engine.device.kernel`) are built from the same
 functions, so they give the same bits.
 """
 

@@ -4,7 +4,7 @@ collision term at :attr:`~ik_layer.core.lm.LMParameters.collision_gain`.
 The pose error is the primary term (its rows must reach the tolerances); this objective is what the solve pursues in
 its null space and ranks successes by. The reference solver (:mod:`ik_layer.reference`) and the implicit layer
 (:mod:`ik_layer.layer.ik`: the optimality condition ``P grad S = 0``) both evaluate it here; the engine's kernel
-compiles the same sum (:mod:`ik_layer.terms.kernel_sum`, :mod:`ik_layer.engine.collision_step`).
+compiles the same sum (:mod:`ik_layer.terms.kernel_sum`, :mod:`ik_layer.engine.device.collision_step`).
 """
 
 from __future__ import annotations

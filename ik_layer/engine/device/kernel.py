@@ -23,7 +23,7 @@ the progress checks and restarts of :meth:`ik_layer.reference._Solve.run`), for 
    iterations or stalled at the largest damping restarts from a uniform random configuration;
 6. a slot out of budget is EXHAUSTED (its ``best_q`` is the answer).
 
-With the collision term (:mod:`~ik_layer.engine.collision_step`, a slot's scene or ``self_collision``) a
+With the collision term (:mod:`~ik_layer.engine.device.collision_step`, a slot's scene or ``self_collision``) a
 configuration within the pose tolerances but closer than the margin ranks ``1 + (margin - least) / activation``:
 no success. Such a seed polishes, stepping down the collision cost (and the secondary terms') in the null space,
 until it is free; one that stops polishing in collision (or cannot polish: no null space, no secondary terms)
@@ -65,11 +65,11 @@ import warp as wp
 
 from ik_layer.core.lm import LM
 from ik_layer.core.result import EXHAUSTED, SOLVED
-from ik_layer.engine.collision_step import SphereLayout, collision_functions, collision_structs
-from ik_layer.engine.configuration import configuration_functions
-from ik_layer.engine.damped_step import step_functions
-from ik_layer.engine.pose_cost import pose_cost_functions
-from ik_layer.engine.restarts import restart_functions
+from ik_layer.engine.device.collision_step import SphereLayout, collision_functions, collision_structs
+from ik_layer.engine.device.configuration import configuration_functions
+from ik_layer.engine.device.damped_step import step_functions
+from ik_layer.engine.device.pose_cost import pose_cost_functions
+from ik_layer.engine.device.restarts import restart_functions
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, warp_types
@@ -162,9 +162,9 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
 @functools.cache
 def lm_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     """Every warp function of one LM step for a robot of ``layout`` and ``dtype`` floats, by concept:
-    :mod:`~ik_layer.engine.pose_cost`, :mod:`~ik_layer.engine.damped_step`, :mod:`~ik_layer.engine.configuration`
-    and :mod:`~ik_layer.engine.restarts`. :func:`lm_block_kernel` is built from them, and so is the bake-off's
-    one-step kernel (``bench/kernel_bakeoff.py``)."""
+    :mod:`~ik_layer.engine.device.pose_cost`, :mod:`~ik_layer.engine.device.damped_step`,
+    :mod:`~ik_layer.engine.device.configuration` and :mod:`~ik_layer.engine.device.restarts`. :func:`lm_block_kernel`
+    is built from them, and so is the bake-off's one-step kernel (``bench/kernel_bakeoff.py``)."""
     return SimpleNamespace(
         **vars(pose_cost_functions(layout, dtype)),
         **vars(step_functions(layout, dtype)),
@@ -183,8 +183,8 @@ def lm_block_kernel(
 ) -> wp.Kernel:
     """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms`` (indices
     in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in, and the collision term
-    (:mod:`~ik_layer.engine.collision_step`) for the robot's collision spheres of ``sphere_layout`` where given (each
-    slot's scene and ``self_collision`` switch it on).
+    (:mod:`~ik_layer.engine.device.collision_step`) for the robot's collision spheres of ``sphere_layout`` where
+    given (each slot's scene and ``self_collision`` switch it on).
 
     ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
     step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import torch
 import warp as wp
 
-from ik_layer.engine.configuration import configuration_functions
-from ik_layer.engine.pose_cost import pose_cost_functions
+from ik_layer.engine.device.configuration import configuration_functions
+from ik_layer.engine.device.pose_cost import pose_cost_functions
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import chain_functions
