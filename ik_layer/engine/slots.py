@@ -438,10 +438,6 @@ class Slots(ABC, Generic[StoreArray]):
         self.terms_used = frozenset()
         self.collision_used = False
 
-    def set_budget(self, index: np.ndarray | Sequence[int] | slice, budget: np.ndarray) -> None:
-        """Set the iteration budgets (k,) of the slots ``index`` (after :meth:`admit`)."""
-        self.fields["budget"][self.index(index)] = self.stage(np.asarray(budget, dtype=np.int32))
-
     def retire(self, index: Tensor | np.ndarray | Sequence[int] | slice) -> None:
         """Empty the slots ``index``: the kernel skips them until they are admitted again."""
         self.fields["status"][self.index(index)] = EMPTY
