@@ -567,6 +567,25 @@ def test_admitting_a_slice_of_slots_equals_admitting_their_indices() -> None:
         assert torch.equal(getattr(by_slice, field), getattr(by_index, field)), field
 
 
+@pytest.mark.parametrize("store", ["host", "tensor"])
+def test_a_launch_over_a_range_of_slots_runs_those_alone(store: str) -> None:
+    """``BlockLauncher(block, rows, first)`` (the deadline's slices, ik_layer.engine.pace) advances slots first to
+    first + rows - 1 and no other, each exactly as a launch over all of them does."""
+    robot = builtin("ur5e", F64)
+    target = robot.fk(robot.random_q((6,), generator=gen(88)))
+    ranged, whole = open_store(robot, 6, store), open_store(robot, 6, store)
+    for slots in (ranged, whole):
+        slots.admit(slice(0, 6), target, None, ONE_SEED, seed=7)
+    BlockLauncher(ranged)(8, 3, 2)  # slots 2, 3, 4
+    BlockLauncher(whole)(8)
+    assert ranged.iterations.tolist() == [0, 0, 8, 8, 8, 0]
+    for field in ("q", "best_q", "best_score", "iterations", "status", "rng"):
+        mine, all_of_them = getattr(ranged, field)[2:5], getattr(whole, field)[2:5]
+        assert torch.equal(mine, all_of_them), field
+    with pytest.raises(ValueError, match="rows"):
+        BlockLauncher(ranged)(8, 5, 2)
+
+
 # --------------------------------------------------------------------------- starts drawn in the kernel
 
 
