@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from ik_layer.engine import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.robot import Robot
 from ik_layer.reference import solve_reference
+from ik_layer.terms import registered_terms
 
 __all__ = ["EngineCache", "check_timeout", "engines", "solve", "solve_problem"]
 
@@ -54,6 +55,7 @@ def solve(
     num_solutions: int = 1,
     objective: str = "first",
     goal_set: bool = False,
+    terms: Mapping[str, Any] | None = None,
     **option_changes: Any,
 ) -> IKResult:
     """Solve IK for a batch of end-effector targets.
@@ -105,6 +107,9 @@ def solve(
             ``objective``, and ``result.goal`` (...) tells which; the result has the rows' shape (...).
             ``warm_start``, ``posture`` and a scene per target are per row; ``weights`` broadcast against
             (..., G). One solution per row.
+        terms: secondary cost terms added with :func:`~ik_layer.terms.register_term`, by name: a gain, or
+            ``(gain, data)`` for a term that takes per-target data ((D,) or broadcasting to the targets' batch
+            (..., D)); pursued in the pose's null space and ranking successes, as ``posture`` and ``centring`` are.
         **option_changes: options to change for this call, by name (``num_seeds=8``), over ``options``.
 
     Returns:
@@ -121,6 +126,7 @@ def solve(
         posture=posture,
         obstacles=obstacles,
         goal_set=goal_set,
+        terms=terms,
         **option_changes,
     )
     return solve_problem(
@@ -220,14 +226,15 @@ class EngineCache:
 
     def get(self, robot: Robot, rows: int) -> tuple[Engine, threading.Lock]:
         """The engine of ``robot`` with room for ``rows`` seeds (up to a pool of 65,536; larger solves queue
-        through it), and the lock its users take: rebuilt when the robot moved or a larger pool is needed."""
+        through it), and the lock its users take: rebuilt when the robot moved, a term was registered or removed,
+        or a larger pool is needed."""
         capacity = min(max(rows, 1), _MAX_POOL)
         with self._lock:
             held = self._held.get(id(robot))
             if held is not None and held[0].robot is robot:
                 self._held.move_to_end(id(robot))
                 engine = held[0]
-                moved = not engine.serves(robot)
+                moved = not engine.serves(robot) or engine.slots.terms != registered_terms()  # (a term added)
                 if not moved and engine.slots.capacity >= capacity:
                     return held
                 capacity = max(capacity, 0 if moved else engine.slots.capacity)

@@ -20,6 +20,7 @@ device.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -33,7 +34,7 @@ from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED, IKResult, frame_er
 from ik_layer.model.floating import BASE_NQ
 from ik_layer.model.lie import matrix_to_quaternion, pose_error
 from ik_layer.model.robot import Robot
-from ik_layer.terms import rank_of_cost
+from ik_layer.terms import TermInput, rank_of_cost
 from ik_layer.terms.objective import Objective
 
 __all__ = ["solve_reference"]
@@ -51,7 +52,7 @@ def solve_reference(
     collision = CollisionCost.of(robot, problem.obstacles, problem.options)
     run = _Solve(
         robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision,
-        posture_seeds=problem.posture_seeds,
+        posture_seeds=problem.posture_seeds, terms=problem.terms,
     )  # fmt: skip
     q, ok, pos_err, ori_err, iters, status = run.run(problem.warm_start, deadline)
     least, pair = (None, None) if collision is None else collision.closest(robot, q)
@@ -73,6 +74,7 @@ class _Solve:
         collision: CollisionCost | None = None,
         *,
         posture_seeds: bool = True,
+        terms: Mapping[str, TermInput] | None = None,
     ) -> None:
         self.robot = robot
         self.target = target
@@ -82,9 +84,9 @@ class _Solve:
         self.tol = (options.position_tolerance * scale, options.orientation_tolerance * scale)
         self.posture = posture
         self.posture_seeds = posture_seeds  # whether the posture is a first seed too (else it only pulls)
-        self.objective = Objective.of(robot, options, posture, collision)
+        self.objective = Objective.of(robot, options, posture, collision, terms)
         self.collision = collision
-        self.terms = self.objective.terms  # seeds pull in the null space on their way
+        self.with_terms = self.objective.with_terms  # seeds pull in the null space on their way
         self.pulls = self.objective.active  # successes polish (in collision: until free)
         self.generator = generator
         n = target.shape[0]
@@ -93,7 +95,7 @@ class _Solve:
         self.done_at = torch.full((n,), -1, dtype=torch.long, device=target.device)
         # (n,) whether a colliding success cannot move in the pose's null space (the collision term alone, and the
         # weighted residual's rows at least the dof): it restarts at the next check instead of polishing
-        self.rigid = ((self.weights > 0).sum(-1) >= robot.dof) & (not self.terms)
+        self.rigid = ((self.weights > 0).sum(-1) >= robot.dof) & (not self.with_terms)
 
     def terms_gradient(self, rows: Tensor, q: Tensor, jac: Tensor) -> Tensor:
         """The secondary terms' gradient (A, S, dof) at ``q`` (A, S, nq) with its pose Jacobian."""
@@ -217,7 +219,7 @@ class _Solve:
             cost, _, least, still = self.secondary(rows, state.q, state.jac)
             score = self.gated(pose_score, least)
             # the collision term alone: it gates successes and repairs in the null space; a success ranks as costless
-            rank = torch.where(score <= 1, rank_of_cost(cost if self.terms else torch.zeros_like(cost)), score)
+            rank = torch.where(score <= 1, rank_of_cost(cost if self.with_terms else torch.zeros_like(cost)), score)
         best_rank, best_seed = rank.min(dim=1)
         improve = open_ & (best_rank < self.best_rank[rows])
         chosen = state.q[torch.arange(rows.shape[0], device=rows.device), best_seed]
@@ -286,7 +288,7 @@ class _LMState:
         floor = max(LM.lambda_min, LM.eps_floor * torch.finfo(self.q.dtype).eps)
         damping = self.mu * self.cost + floor
         w = solve.weights[rows, None]
-        pull = -solve.terms_gradient(rows, self.q, self.jac) if solve.terms else None
+        pull = -solve.terms_gradient(rows, self.q, self.jac) if solve.with_terms else None
         q_new, info = self._candidate(robot, w, damping, pull)
         e_new, jac_new, cost_new = _evaluate(solve, rows, q_new)
         accept = (cost_new < self.cost) & (info == 0)
@@ -345,7 +347,7 @@ class _LMState:
         done = converged | given_up | (self.polish_age + 1 >= LM.polish_iterations)
         colliding = solve.best_rank[rows, None] >= 1  # no success recorded yet: still in collision
         done = done | (colliding & (self.polish_age + 1 >= LM.polish_in_collision))
-        if solve.collision is not None and not solve.terms:  # collision alone: free is enough
+        if solve.collision is not None and not solve.with_terms:  # collision alone: free is enough
             done = done | (kept & within & (score <= 1) & solve.collision.free(least_new))
         k3, k4, o3, o4 = kept[..., None], kept[..., None, None], on[..., None], on[..., None, None]
         return _LMState(

@@ -13,6 +13,7 @@ import torch
 from fastapi import FastAPI
 
 from ik_layer.server import routes
+from ik_layer.server.added_terms import register_terms
 from ik_layer.server.body import document_bodies
 from ik_layer.server.errors import install_error_handlers
 from ik_layer.server.metrics import Metrics
@@ -87,6 +88,7 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
     try:
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
+        register_terms(settings.terms)  # before the engines: each holds the terms registered when it is built
         if not loaded:
             loaded = await asyncio.to_thread(
                 load_robots, settings.robots, settings.torch_device(), settings.torch_dtype()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 import torch
@@ -34,6 +34,7 @@ from ik_layer.server.schemas import (
     Pose,
 )
 from ik_layer.server.settings import Settings
+from ik_layer.terms import TermInput
 
 __all__ = [
     "MAX_REPORTED_ERRORS",
@@ -97,6 +98,8 @@ class IKJob:
         timeout: time limit of the request [s], from its arrival.
         weights: error weights of every target, (6,) or (F, 6) (broadcast to the targets); None: ones.
         posture: (n, nq) preferred configurations (one given for all targets repeated), or None.
+        terms: the added secondary terms by name: their gain and data (n, D) (one given for all repeated), as
+            :meth:`Problem.prepare` takes them (it checks them).
         obstacles: the obstacles of the named scene, then the request's own: one scene for every target, or one
             per target.
         num_solutions: the distinct solutions asked per target; objective: how they rank (``ik_layer.OBJECTIVES``).
@@ -115,6 +118,7 @@ class IKJob:
     num_solutions: int = 1
     objective: str = "first"
     goal_counts: Tensor | None = None
+    terms: dict[str, TermInput] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -168,6 +172,7 @@ def ik_job(
     warm_start = None if request.warm_start is None else configurations(robot, request.warm_start, "warm_start")
     weights = None if request.weights is None else error_weights(robot, request.weights)
     posture = None if request.posture is None else _posture(robot, request.posture, request.rows)
+    terms = _terms(robot, request)
     obstacles = _obstacles(robot, request, scenes or {})
     try:
         check_objective(request.num_solutions, request.objective, warm_start, posture)
@@ -180,6 +185,8 @@ def ik_job(
         goal_counts = torch.tensor([len(row) for row in request.goals])
         warm_start = None if warm_start is None else warm_start.repeat_interleave(goal_counts, 0)
         posture = None if posture is None else posture.repeat_interleave(goal_counts, 0)
+        terms = {name: replace(term, data=None if term.data is None else term.data.repeat_interleave(goal_counts, 0))
+                 for name, term in terms.items()}  # fmt: skip
         if len(obstacles) > 1:
             obstacles = tuple(scene for scene, count in zip(obstacles, goal_counts.tolist(), strict=True)
                               for _ in range(count))  # fmt: skip
@@ -195,6 +202,7 @@ def ik_job(
         num_solutions=request.num_solutions,
         objective=request.objective,
         goal_counts=goal_counts,
+        terms=terms,
     )
 
 
@@ -287,6 +295,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
                     warm_start=None if job.warm_start is None else job.warm_start.to(device),
                     posture=None if job.posture is None else job.posture.to(device),
                     obstacles=job.obstacles,
+                    terms={name: _to(term, device) for name, term in job.terms.items()},
                 )
             )
         except NoCollisionModel:  # the library's message names load_robot(), which an HTTP caller cannot call
@@ -330,6 +339,23 @@ def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places
         rows.append([target[frame].position + target[frame].orientation for frame in frames])
     poses = torch.tensor(rows, dtype=robot.dtype)  # (n, F, 7)
     return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
+
+
+def _to(term: TermInput, device: torch.device) -> TermInput:
+    """``term`` with its data on ``device``."""
+    return term if term.data is None else replace(term, data=term.data.to(device))
+
+
+def _terms(robot: Robot, request: IKRequest) -> dict[str, TermInput]:
+    """The request's added terms: each one's gain and data (rows, D), one row given for all repeated."""
+    terms = {}
+    for name, term in (request.terms or {}).items():
+        try:
+            data = None if term.data is None else torch.tensor(term.data, dtype=robot.dtype)
+        except ValueError:
+            raise FieldError(("body", "terms", name, "data"), "every row of data must have the same length") from None
+        terms[name] = TermInput(term.gain, None if data is None else data.expand(request.rows, -1))
+    return terms
 
 
 def _posture(robot: Robot, posture: list[float] | list[list[float]], rows: int) -> Tensor:

@@ -16,6 +16,7 @@ from ik_layer import Robot
 from ik_layer.server.decode import frames_of
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import ClosestPair, IKResponse, IKSolution, Pose, RobotInfo
+from ik_layer.terms import added_terms
 
 __all__ = ["ik_response", "poses", "robot_info", "solutions"]
 
@@ -94,6 +95,7 @@ def robot_info(robot: Robot, collision: str | None) -> RobotInfo:
         locked=_locked(robot),
         collision=collision,
         collision_spheres=0 if robot.collision is None else len(robot.collision.radii),
+        terms={term.name: term.data_size(robot.chains.layout) for term in added_terms()},
     )
 
 

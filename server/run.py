@@ -17,6 +17,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from ik_layer import IKLayerError
+from ik_layer.server.added_terms import register_terms
 from ik_layer.server.app import create_app
 from ik_layer.server.protocol import header_timeout_protocol
 from ik_layer.server.served_robots import load_robots
@@ -51,6 +52,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:%(name)s: %(message)s")
     try:
+        register_terms(settings.terms)
         robots = load_robots(settings.robots, settings.torch_device(), settings.torch_dtype())
     except IKLayerError as err:
         print(f"{_PROG}: " + " ".join(line.strip() for line in str(err).splitlines()), file=sys.stderr)

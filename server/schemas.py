@@ -284,6 +284,30 @@ def _row_or_rows(value: Any) -> str:
     return UNION_TAGS[6] if isinstance(value, list) and value and isinstance(value[0], list) else UNION_TAGS[5]
 
 
+MAX_TERMS = 16
+"""Added terms in one request at most."""
+
+TermName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="an added term's name")]
+TermRow = Annotated[list[Coordinate], Field(min_length=1, max_length=1024)]
+
+
+class TermRequest(_Request):
+    """An added secondary cost term's part in a request: its gain and its data."""
+
+    gain: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="the term's gain (0: off)")
+    data: (
+        Annotated[
+            Annotated[TermRow, Tag(UNION_TAGS[5])] | Annotated[list[TermRow], Tag(UNION_TAGS[6])],
+            Discriminator(_row_or_rows),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="the term's per-target data: its data_size numbers (GET /v1/robots lists them) for every "
+        "target, or one list per target; omitted for a term without data",
+    )
+
+
 Objective = Literal["first", "closest", "manipulability", "posture"]
 """How solutions rank: ``ik_layer.OBJECTIVES`` (a test keeps the two equal)."""
 
@@ -343,6 +367,13 @@ class _IKTargets(_Request):
     scene: SceneName | None = Field(
         None, description="a scene registered with PUT /v1/robots/{name}/scenes/{scene}: its obstacles apply too"
     )
+    terms: dict[TermName, TermRequest] | None = Field(
+        None,
+        max_length=MAX_TERMS,
+        description="secondary cost terms the server added (its --terms; GET /v1/robots lists each robot's, with "
+        "the size of their data), by name: {gain, data}; pursued in the pose's null space and ranking successes, "
+        "as posture and centring are",
+    )
 
     @property
     def rows(self) -> int:
@@ -358,12 +389,16 @@ class _IKTargets(_Request):
             per_target["posture"] = self.posture
         if self.obstacles and isinstance(self.obstacles[0], list):
             per_target["obstacles"] = self.obstacles
+        for name, term in (self.terms or {}).items():
+            if term.data and isinstance(term.data[0], list):
+                per_target[f"terms.{name}.data"] = term.data
         for name, rows in per_target.items():
             if rows is not None and len(rows) != self.rows:
                 noun = "targets" if self.targets is not None else "rows of goals"
                 raise ValueError(
                     f"{name} has {len(rows)} rows but there are {self.rows} {noun}; give one per target"
                     + (" (or one configuration for all)" if name == "posture" else "")
+                    + (" (or one list for all)" if name.startswith("terms.") else "")
                     + (" (or one list of obstacles for all)" if name == "obstacles" else "")
                 )
         return self
@@ -539,6 +574,11 @@ class RobotInfo(BaseModel):
         0,
         description="collision spheres of the robot's collision model; 0: none (obstacles and self_collision "
         "are refused)",
+    )
+    terms: dict[str, int] = Field(
+        default_factory=dict,
+        description="the secondary cost terms the server added, which IK requests may name in terms: each one's "
+        "data size (numbers per target; 0: none)",
     )
 
 

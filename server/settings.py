@@ -55,6 +55,11 @@ class Settings(_SolveDefaults):
         description="built-in names, model files with ':ee_frame', or '@robots.json' (specs with ee_frames, "
         "floating_base, joints locked)",
     )
+    terms: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="secondary cost terms to add, as module:NAME of an ik_layer.terms.SecondaryTerm (comma-separated)"
+        ": IK requests may then name them in terms",
+    )
     max_targets: int = Field(1024, ge=1, description="most targets (or configurations) in one request")
     max_slots: int = Field(
         4096,
@@ -97,9 +102,9 @@ class Settings(_SolveDefaults):
     retry_after_s: int = Field(1, ge=1, description="Retry-After header of 503 answers [s]")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
-    @field_validator("robots", mode="before")
+    @field_validator("robots", "terms", mode="before")
     @classmethod
-    def _split_robots(cls, value: object) -> object:
+    def _split_lists(cls, value: object) -> object:
         """Accept ``"a,b"`` as well as a list."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]

@@ -56,12 +56,14 @@ def test_readme_block_runs(line: int, code: str, request: pytest.FixtureRequest,
     if QUICK_START_URL in code:
         code = code.replace(QUICK_START_URL, request.getfixturevalue("server").url)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    script = tmp_path / "block.py"  # a file, not -c: warp reads a kernel's source from its file
+    script.write_text(code)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+            [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"README.md line {line}: the block ran past 180 s")
     if done.returncode != 0:
-        error = re.sub(r'File "<string>", line (\d+)', lambda m: f"README.md line {line + int(m[1])}", done.stderr)
+        error = re.sub(r'File ".*block\.py", line (\d+)', lambda m: f"README.md line {line + int(m[1])}", done.stderr)
         pytest.fail(f"README.md line {line}: the block failed (status {done.returncode}):\n{error[-3000:]}")

@@ -41,6 +41,7 @@ from ik_layer.client.wire import (
     _scene_name,
     _scenes_fields,
     _target_poses,
+    _terms_rows,
     _trajectory_result,
     _warm_start_rows,
     _weights_field,
@@ -173,6 +174,7 @@ class _Core:
         num_solutions: int = 1,
         objective: str = "first",
         goal_set: bool = False,
+        terms: Mapping[str, Any] | None = None,
     ) -> Flow[RemoteIKResult]:
         checked = as_checked(_as_float64(targets, "targets"), "targets")
         path = _robot_path(robot, "ik")
@@ -189,6 +191,10 @@ class _Core:
         n = poses.shape[0]
         starts = None if warm_start is None else _warm_start_rows(warm_start, n)
         postures = None if posture is None else _warm_start_rows(posture, n, "posture")
+        term_rows = {
+            name: (gain, None if data is None else data.tolist())
+            for name, (gain, data) in _terms_rows(terms, n).items()
+        }
         fields = _option_fields(options, option_changes)
         if weights is not None:
             fields["weights"] = _weights_field(weights, info)
@@ -232,6 +238,9 @@ class _Core:
                 request["posture"] = posture_rows[a:b]
             if scenes is not None:
                 request["obstacles"] = scenes[a:b]
+            if term_rows:
+                request["terms"] = {name: {"gain": gain} | ({} if data is None else {"data": data[a:b]})
+                                    for name, (gain, data) in term_rows.items()}  # fmt: skip
             return {**request, **fields}
 
         http_timeout = self.timeout if timeout is None else max(self.timeout, timeout + _HTTP_MARGIN)
@@ -408,6 +417,9 @@ _SOLVE_DOC = """Solve IK for ``targets`` on the server's ``robot``, as :func:`ik
             goal_set: the targets' last batch dimension holds G candidate poses per row, (..., G, [F,] 4, 4) or
                 (..., G, [F,] 7): each row's answer reaches one of them, ``goal`` (...) tells which (as
                 :func:`ik_layer.solve`'s ``goal_set``); warm starts and postures are per row.
+            terms: secondary cost terms the server added (its ``--terms``; :meth:`robots` lists them with their
+                data sizes), by name: a gain, or ``(gain, data)`` with data (D,) for every target or (..., D) one
+                row per target, as :func:`ik_layer.solve`'s ``terms``.
             **option_changes: solver options by name (``num_seeds=8``, ``max_iterations=100``...).
 
         Returns:

@@ -81,11 +81,12 @@ class Client:
         num_solutions: int = 1,
         objective: str = "first",
         goal_set: bool = False,
+        terms: Mapping[str, Any] | None = None,
         **option_changes: Any,
     ) -> RemoteIKResult:
         flow = self._core.solve_flow(
             robot, targets, options, warm_start, weights, gradient, timeout, numpy, option_changes, posture,
-            obstacles, scene, num_solutions, objective, goal_set,
+            obstacles, scene, num_solutions, objective, goal_set, terms,
         )  # fmt: skip
         return self._run(flow)
 

@@ -62,6 +62,8 @@ class RobotInfo:
             are (..., F, 4, 4) or (..., F, 7) in this order.
         floating_base: whether ``q`` starts with the base pose.
         locked: joints of the model the solver does not move, at their values [rad or m].
+        terms: the secondary cost terms the server added, which ``solve(..., terms=...)`` may name: each one's data
+            size (numbers per target; 0: none).
     """
 
     name: str
@@ -74,6 +76,7 @@ class RobotInfo:
     ee_frames: tuple[str, ...]
     floating_base: bool = False
     locked: dict[str, float] = field(default_factory=dict)
+    terms: dict[str, int] = field(default_factory=dict)
 
     @property
     def frames(self) -> int:
@@ -384,6 +387,7 @@ def _robot_info(r: dict[str, Any]) -> RobotInfo:
         ee_frames=tuple(ee_frames),
         floating_base=bool(r.get("floating_base", False)),
         locked={str(k): float(v) for k, v in r.get("locked", {}).items()},
+        terms={str(k): int(v) for k, v in r.get("terms", {}).items()},
     )
 
 
@@ -444,8 +448,25 @@ def _weights_field(weights: ArrayLike, info: RobotInfo) -> list[float] | dict[st
     return w.tolist()
 
 
+def _terms_rows(terms: Mapping[str, Any] | None, n: int) -> dict[str, tuple[float, np.ndarray | None]]:
+    """Each added term's gain and (n, D) data rows (None: a term without data) from ``terms``: name -> gain, or
+    (gain, data) with data (D,) for every target or (..., D) one row per target."""
+    if terms is None:
+        return {}
+    if not isinstance(terms, Mapping):
+        raise IKLayerError(f"terms must map a term's name to its gain or (gain, data), got {type(terms).__name__}")
+    rows: dict[str, tuple[float, np.ndarray | None]] = {}
+    for name, given in terms.items():
+        gain, data = given if isinstance(given, tuple) and len(given) == 2 else (given, None)
+        if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain) or gain < 0:
+            raise IKLayerError(f"terms: {name!r}'s gain must be a finite number >= 0, got {gain!r}")
+        rows[str(name)] = (float(gain), None if data is None else _warm_start_rows(data, n, f"terms: {name!r}'s data"))
+    return rows
+
+
 def _warm_start_rows(warm_start: ArrayLike, n: int, name: str = "warm_start") -> np.ndarray:
-    """(n, nq) warm starts (or postures: ``name``) from (..., nq) with n rows, or one (nq,) row for every target."""
+    """(n, nq) warm starts (or postures, or a term's data: ``name``) from (..., nq) with n rows, or one (nq,) row
+    for every target."""
     w = _as_float64(warm_start, name)
     if w.ndim == 1:
         return np.broadcast_to(w, (n, w.shape[0]))

@@ -7,8 +7,8 @@ server take the result as it is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
@@ -20,6 +20,7 @@ from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError, NoCollisionModel, NonFiniteError, ShapeError
 from ik_layer.model.lie import host_values
 from ik_layer.model.robot import Robot
+from ik_layer.terms import BUILT_IN, TermInput, term_named
 
 __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
@@ -45,6 +46,8 @@ class Problem:
         options: the resolved solver options.
         goals: G where the targets' last batch dimension holds each row's G candidate poses (a goal set: ``batch``
             is (..., G), every goal a target of its own, with its row's warm start, posture and scene), else 0.
+        terms: the registered terms (:func:`~ik_layer.terms.register_term`) the solve adds, by name: their gain
+            (> 0) and per-target data (n, D).
     """
 
     batch: torch.Size
@@ -56,6 +59,7 @@ class Problem:
     obstacles: Scenes = ((),)
     options: SolveOptions
     goals: int = 0
+    terms: Mapping[str, TermInput] = field(default_factory=dict)
 
     @staticmethod
     def prepare(
@@ -68,6 +72,7 @@ class Problem:
         posture: Tensor | None = None,
         obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
         goal_set: bool = False,
+        terms: Mapping[str, Any] | None = None,
         **option_changes: Any,
     ) -> Problem:
         """Check the arguments of :func:`ik_layer.solve` (same names and meaning) and flatten the per-target ones.
@@ -85,10 +90,13 @@ class Problem:
             goals = _goal_count(robot, goal_set, target.shape, targets.batch)
             warm_start = _per_goal(warm_start, targets.batch, "warm_start")
             posture = _per_goal(posture, targets.batch, "posture")
+            terms = _terms_per_goal(terms, targets.batch)
             if obstacles and isinstance(obstacles[0], (list, tuple)) and len(obstacles) > 1:
                 rows = cast("Sequence[Sequence[Obstacle]]", obstacles)
                 obstacles = [scene for scene in rows for _ in range(goals)]  # a row's scene for each goal
-        problem = targets.with_inputs(robot, options, warm_start=warm_start, posture=posture, obstacles=obstacles)
+        problem = targets.with_inputs(
+            robot, options, warm_start=warm_start, posture=posture, obstacles=obstacles, terms=terms
+        )
         return replace(problem, goals=goals) if goals else problem
 
     @staticmethod
@@ -118,10 +126,11 @@ class Problem:
         warm_start: Tensor | None = None,
         posture: Tensor | None = None,
         obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
+        terms: Mapping[str, Any] | None = None,
     ) -> Problem:
         """The second half of :meth:`prepare`: this problem's targets (:meth:`of_targets`) with ``options`` (taken as
-        they are), ``warm_start`` and ``posture`` ((nq,) or broadcasting to the targets' batch (..., nq)) and
-        ``obstacles``, checked against ``robot``.
+        they are), ``warm_start`` and ``posture`` ((nq,) or broadcasting to the targets' batch (..., nq)),
+        ``obstacles`` and added ``terms``, checked against ``robot``.
 
         Raises:
             IKLayerError: an argument is invalid; the message names it.
@@ -135,6 +144,7 @@ class Problem:
             obstacles=scenes,
             warm_start=_per_target(robot, warm_start, self.batch, self.rows, "warm_start"),
             posture=_per_target(robot, posture, self.batch, self.rows, "posture"),
+            terms=_given_terms(robot, terms, self.batch, self.rows),
         )
 
     @property
@@ -153,7 +163,13 @@ class Problem:
             warm_start=None if self.warm_start is None else self.warm_start[rows],
             posture=None if self.posture is None else self.posture[rows],
             obstacles=self.obstacles if len(self.obstacles) == 1 else self.obstacles[rows],
+            terms=self.terms_of(rows),
         )
+
+    def terms_of(self, rows: slice | Tensor) -> dict[str, TermInput]:
+        """The added terms of the targets ``rows``: their data's rows."""
+        return {name: replace(term, data=None if term.data is None else term.data[rows])
+                for name, term in self.terms.items()}  # fmt: skip
 
 
 def _check_terms(robot: Robot, options: SolveOptions) -> None:
@@ -176,6 +192,73 @@ def check_collision(robot: Robot, options: SolveOptions, scenes: Scenes) -> None
         )
     if options.self_collision and robot.collision is not None:
         robot.collision.check_self_collision()
+
+
+def _given_terms(robot: Robot, terms: object, batch: torch.Size, n: int) -> dict[str, TermInput]:
+    """The added ``terms`` (name: gain, (gain, data) or a :class:`TermInput`) checked, their data broadcast to the
+    targets' batch and flattened to (n, D); the terms of gain 0 left out."""
+    if terms is None:
+        return {}
+    if not isinstance(terms, Mapping):
+        raise IKLayerError(f"terms must map a registered term's name to its gain or (gain, data), got {terms!r}")
+    checked = {}
+    for name, given in terms.items():
+        term = term_named(name)
+        if term in BUILT_IN:
+            how = "posture=..." if name == "posture" else f"the option {name}=gain"
+            raise IKLayerError(f"terms: {name!r} is a built-in term with an argument of its own: give {how}")
+        gain, data = (given.gain, given.data) if isinstance(given, TermInput) else _gain_and_data(name, given)
+        if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not np.isfinite(gain) or gain < 0:
+            raise IKLayerError(f"terms: {name!r}'s gain must be a finite number >= 0, got {gain!r}")
+        size = term.data_size(robot.chains.layout)
+        if (data is None) != (size == 0):
+            need = f"data of {size} reals per target" if size else "no data"
+            raise IKLayerError(f"terms: {name!r} takes {need}")
+        if gain == 0:
+            continue
+        rows = None if data is None else _term_rows(robot, name, data, size, batch, n)
+        if rows is not None:
+            term.check_data(robot, rows)
+        checked[name] = TermInput(float(gain), rows)
+    return checked
+
+
+def _gain_and_data(name: str, given: object) -> tuple[object, object]:
+    """A term's gain and data from what a caller gave: a gain, or (gain, data)."""
+    if isinstance(given, tuple):
+        if len(given) != 2:
+            raise IKLayerError(f"terms: {name!r} must be a gain or (gain, data), got a tuple of {len(given)}")
+        return given
+    return given, None
+
+
+def _term_rows(robot: Robot, name: str, data: object, size: int, batch: torch.Size, n: int) -> Tensor:
+    """A term's data (size,) or broadcasting to ``batch`` (..., size), as (n, size) rows of the robot's dtype."""
+    try:
+        x = torch.as_tensor(data, dtype=robot.dtype, device=robot.device)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise IKLayerError(f"terms: {name!r}'s data must be an array of reals") from err
+    if x.dim() < 1 or x.shape[-1] != size:
+        raise ShapeError(f"terms: {name!r}'s data must have shape ({size},) or (..., {size}), got {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise NonFiniteError(f"terms: {name!r}'s data must be finite")
+    try:
+        return x.expand(*batch, size).reshape(n, size)
+    except RuntimeError as err:
+        raise ShapeError(
+            f"terms: {name!r}'s data of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
+        ) from err
+
+
+def _terms_per_goal(terms: Mapping[str, Any] | None, batch: torch.Size) -> Mapping[str, Any] | None:
+    """A goal set's added terms, each one's per-row data repeated for each of the row's goals."""
+    if not isinstance(terms, Mapping):
+        return terms
+    spread = {}
+    for name, given in terms.items():
+        gain, data = (given.gain, given.data) if isinstance(given, TermInput) else _gain_and_data(name, given)
+        spread[name] = (gain, _per_goal(data, batch, f"terms: {name!r}'s data")) if isinstance(data, Tensor) else given
+    return spread
 
 
 def _goal_count(robot: Robot, goal_set: object, shape: torch.Size, batch: torch.Size) -> int:

@@ -366,4 +366,5 @@ def _random_starts(problem: Problem, rows: Tensor) -> Problem:
         posture=None if problem.posture is None else problem.posture[rows],
         posture_seeds=False,
         obstacles=scenes,
+        terms=problem.terms_of(rows),
     )

@@ -68,7 +68,8 @@ class BlockLauncher:
         if launch is None or launch.table is not self.slots.obstacles.struct:
             slots = self.slots
             spheres = slots.sphere_layout if collision else None
-            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, terms, spheres)
+            kernel_terms = slots.kernel_terms(terms)
+            kernel = lm_block_kernel(slots.layout, slots.dtype, slots.lazy_jacobian, kernel_terms, spheres)
             inputs = [slots.chain, slots.problem, slots.state, slots.link_chain, slots.spheres, slots.obstacles.struct]
             with quiet_warp():  # the module compiles or loads here
                 command = wp.launch(

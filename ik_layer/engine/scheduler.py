@@ -43,6 +43,7 @@ from ik_layer.engine.store import open_store
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import pose_error
 from ik_layer.model.robot import Robot
+from ik_layer.terms import term_data
 
 __all__ = [
     "CANCELLED", "DEADLINE", "PROBE_ROWS", "ROW_STATUS",
@@ -88,6 +89,7 @@ class Request:
     admitted: int = 0  # targets whose first seed reached a slot (in order)
     retired: int = 0
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    gains: tuple[float, ...] = ()  # each of the engine's terms' gain (set as the request opens)
 
     def __post_init__(self) -> None:
         problem = self.problem
@@ -346,11 +348,12 @@ class Engine:
         start = first_starts(problem)
         unreachable = self._beyond_reach(problem)
         placed = slice(0, n)
+        gains = slots.gains_of(problem)  # (refuses a term added after the engine was built)
         slots.forget_terms()
         given = slots.pack(problem.target, None if start is None else start[:, 0], weights=problem.weights,
-                           posture=problem.posture, into=placed)  # fmt: skip
+                           data=term_data(problem.posture, problem.terms), into=placed)  # fmt: skip
         slots.place(
-            placed, None, options, posture=problem.posture is not None, random=start is None, seed=seed,
+            placed, None, options, gains=gains, random=start is None, seed=seed,
             rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
             budget=_budgets(options, unreachable) if unreachable.any() else None,
         )  # fmt: skip
@@ -392,9 +395,11 @@ class Engine:
         arrays.start = None if request.start is None else store.array(request.start)
         arrays.q, arrays.answer = store.array(request.q), store.array(request.answer)
         arrays.pair = None if request.pair is None else store.array(request.pair)
+        request.gains = store.gains_of(problem)  # (refuses a term added after the engine was built)
         if given is None:
             start = None if request.start is None else request.start[:, 0]
-            given = store.pack(problem.target, start, weights=problem.weights, posture=problem.posture)
+            data = term_data(problem.posture, problem.terms)
+            given = store.pack(problem.target, start, weights=problem.weights, data=data)
         arrays.given = given
         arrays.tensor = store.tensor
         return request
@@ -526,10 +531,10 @@ class Engine:
             into = compact_index(slots)
         at = compact_index(rows)
         budget = request.budget(rows) - offsets  # what is left of the targets' budgets
-        arrays, problem = request.arrays, request.problem
+        arrays = request.arrays
         later = (seeds > 0) & (seeds < request.given)  # a given start other than the packed one: the posture's
         self.slots.place(
-            into, arrays.given, request.options, of=at, posture=problem.posture is not None,
+            into, arrays.given, request.options, of=at, gains=request.gains,
             random=seeds >= request.given, seed=request.seed, rng_offset=rows * request.options.num_seeds + seeds,
             scene=_scenes_of(request.scene, rows), pool=request.pool, budget=budget,
         )  # fmt: skip

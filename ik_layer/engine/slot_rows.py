@@ -3,7 +3,8 @@
 Writing a group of targets into the slots, taking their answers out and reading the step's counts are then a few
 whole-row copies, whatever the number of fields or targets (on a GPU each copy is a launch):
 
-* ``given`` (reals): what a request brings per target: its target, weights, posture and first start. A request's
+* ``given`` (reals): what a request brings per target: its target, weights, its terms' data (the posture's...)
+  and first start. A request's
   rows are packed once (:meth:`~ik_layer.engine.slots.Slots.pack`) and copied into slots as they are admitted.
 * ``settings`` (32-bit words; reals by their bits, two words each in float64): what the host sets per slot from the
   options and the scheduler (tolerances, gains, budgets, scene, restart stream...), built on the host per group.
@@ -47,10 +48,11 @@ class Column:
 
 
 class RowLayout:
-    """The columns of every field for ``dtype`` reals, ``frames`` end-effector frames, ``nq`` coordinates and
-    ``terms`` secondary terms; :attr:`widths` per buffer (columns of reals, or words)."""
+    """The columns of every field for ``dtype`` reals, ``frames`` end-effector frames, ``nq`` coordinates,
+    ``terms`` secondary terms and ``data`` reals of their per-target data; :attr:`widths` per buffer (columns of
+    reals, or words)."""
 
-    def __init__(self, dtype: torch.dtype, frames: int, nq: int, terms: int) -> None:
+    def __init__(self, dtype: torch.dtype, frames: int, nq: int, terms: int, data: int) -> None:
         self.dtype = dtype
         self.words_per_real = torch.empty(0, dtype=dtype).element_size() // 4
         self.real = torch.empty(0, dtype=dtype).numpy().dtype  # numpy's
@@ -58,7 +60,7 @@ class RowLayout:
         self.widths = dict.fromkeys(BUFFERS, 0)
         given: list[tuple[str, tuple[int, ...]]] = [
             ("target_rot", (frames, 3, 3)), ("target_pos", (frames, 3)), ("weights", (frames, 6)),
-            ("posture", (nq,)), ("q", (nq,)),
+            ("data", (max(data, 1),)), ("q", (nq,)),
         ]  # fmt: skip
         for name, shape in given:
             self._add("given", name, shape)

@@ -1,6 +1,6 @@
 """Fixed-shape slot buffers of the LM engine, and the host-side bookkeeping every store shares.
 
-A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets, posture) and state
+A :class:`Slots` holds ``capacity`` rows of problem (target, weights, tolerances, budgets, terms) and state
 (q, damping, best configuration, iterations, status, restart RNG, progress window). The tensors are
 allocated by torch on the robot's device and dtype; the warp views the kernel reads and writes are
 made once, here, so a launch binds no new arrays. :meth:`Slots.admit` fills rows (no host sync; the
@@ -16,7 +16,7 @@ on every store.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, NamedTuple, TypeAlias, TypedDict, TypeVar
 
 import numpy as np
@@ -26,6 +26,7 @@ from torch import Tensor
 
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
+from ik_layer.core.problem import Problem
 from ik_layer.engine.device.collision_step import (
     SphereLayout,
     collision_structs,
@@ -39,7 +40,8 @@ from ik_layer.engine.slot_rows import RowLayout
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import bind_struct, init_warp
-from ik_layer.terms import TERMS, gains_of, used_terms
+from ik_layer.terms import TermInput, gains_of, registered_terms, term_data, used_terms
+from ik_layer.terms.kernel_sum import KernelTerm, data_columns, kernel_terms
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
@@ -76,8 +78,8 @@ class Slots(ABC, Generic[StoreArray]):
     Attributes (torch tensors, first dimension ``capacity``; F end-effector frames, nq coordinates):
         target_rot (F, 3, 3), target_pos (F, 3), weights (F, 6), tolerance (2,) [m, rad]: the problem.
         budget, restart_after, check_every: int32 iteration counts of the problem.
-        posture (nq,): the preferred configuration, where the posture's gain is not 0.
-        gains (T,): each secondary term's gain, in :data:`ik_layer.terms.TERMS` order (0: off).
+        data (D,): the secondary terms' per-target data (:attr:`terms`' in turn: the posture's first).
+        gains (T,): each secondary term's gain, in :attr:`terms` order (0: off).
         scene (2,): int32 the first row and count of the slot's obstacles in :attr:`obstacles`; self_collision:
             int32 1 where the robot's self-collision pairs count; collision (2,): the margin and activation [m].
         random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
@@ -112,7 +114,7 @@ class Slots(ABC, Generic[StoreArray]):
     target_rot: Tensor
     target_pos: Tensor
     weights: Tensor
-    posture: Tensor
+    data: Tensor
     q: Tensor
     tolerance: Tensor
     gains: Tensor
@@ -152,7 +154,13 @@ class Slots(ABC, Generic[StoreArray]):
         real = _Placement(dtype=self.dtype, device=self.device)
         count = _Placement(dtype=torch.int32, device=self.device)
 
-        self.rows = RowLayout(self.dtype, frames, nq, len(TERMS))
+        self.terms = registered_terms()  # the secondary terms, in the order of the gains and data columns
+        firsts, data_width = data_columns(self.terms, self.layout)
+        self.data_of = {  # each term's columns of the data
+            term.name: slice(first, first + term.data_size(self.layout))
+            for term, first in zip(self.terms, firsts, strict=True)
+        }
+        self.rows = RowLayout(self.dtype, frames, nq, len(self.terms), data_width)
         self.buffers = self.rows.allocate(n, self.device)
         for buffer, rows in self.buffers.items():
             for name, view in self.rows.views(buffer, rows).items():
@@ -287,6 +295,7 @@ class Slots(ABC, Generic[StoreArray]):
         seed: int = 0,
         rng_offset: Tensor | np.ndarray | Sequence[int] | None = None,
         posture: Tensor | StoreArray | None = None,
+        terms: Mapping[str, TermInput] | None = None,
         scene: tuple[int, int] | np.ndarray = (0, 0),
         pool: int = -1,
     ) -> None:
@@ -300,7 +309,8 @@ class Slots(ABC, Generic[StoreArray]):
         ``index`` is a sequence of slots or a ``slice`` of them (fewer copies). Arrays are tensors on the slots'
         device or this store's arrays. Budgets and tolerances come from ``options``; ``weights`` (k, [F,] 6)
         default to ones; ``posture`` (k, nq), if given, is pulled towards in the null space and preferred among
-        successes (None: no posture for these slots). ``scene`` (first row, count) are the slots' obstacles in
+        successes (None: no posture for these slots), as the added ``terms`` are (their data (k, D)). ``scene``
+        (first row, count) are the slots' obstacles in
         :attr:`obstacles`, shared, or a host array (k, 2) of them per slot; with them or
         ``options.self_collision`` the robot's spheres must exist; ``pool`` is their start pool (-1: none, see
         :meth:`add_starts`). The slots' restart RNG streams are
@@ -313,9 +323,10 @@ class Slots(ABC, Generic[StoreArray]):
             rng_offset = rng_offset.cpu()
         slots = index.cpu().numpy() if isinstance(index, Tensor) else index
         slots = slots if isinstance(slots, slice) else np.asarray(slots, dtype=np.int64).reshape(-1)
-        given = self.pack(target, q, weights=weights, posture=posture)
+        given = self.pack(target, q, weights=weights, data=term_data(posture, terms))
+        gains = gains_of(options, posture is not None, terms, self.terms)
         self.place(
-            slots, given, options, posture=posture is not None, random=q is None, seed=seed,
+            slots, given, options, gains=gains, random=q is None, seed=seed,
             rng_offset=np.asarray(rng_offset, dtype=np.int64).reshape(-1), scene=scene, pool=pool,
         )  # fmt: skip
 
@@ -325,11 +336,12 @@ class Slots(ABC, Generic[StoreArray]):
         q: Tensor | StoreArray | None = None,
         *,
         weights: Tensor | StoreArray | None = None,
-        posture: Tensor | StoreArray | None = None,
+        data: Mapping[str, Tensor | StoreArray] | None = None,
         into: slice | None = None,
     ) -> StoreArray:
         """The ``given`` rows (:mod:`~ik_layer.engine.slot_rows`) of targets (k, [F,] 4, 4) with their ``weights``
-        (k, [F,] 6; default ones), ``posture`` and first start ``q`` (k, nq; default zeros): what :meth:`place`
+        (k, [F,] 6; default ones), their terms' ``data`` (k, D) by name (:func:`~ik_layer.terms.term_data`) and
+        first start ``q`` (k, nq; default zeros): what :meth:`place`
         copies into slots; written in place into the slots ``into`` if given (a view of their rows is returned).
         Arrays are tensors on the slots' device or this store's arrays."""
         frames = self.layout.frames
@@ -342,7 +354,9 @@ class Slots(ABC, Generic[StoreArray]):
         put["target_rot"][:] = target[:, :, :3, :3]
         put["target_pos"][:] = target[:, :, :3, 3]
         put["weights"][:] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
-        put["posture"][:] = 0.0 if posture is None else self.array(posture)
+        put["data"][:] = 0.0
+        for name, x in (data or {}).items():
+            put["data"][:, self.data_of[name]] = self.array(x)
         put["q"][:] = 0.0 if q is None else self.array(q)
         return rows
 
@@ -353,7 +367,7 @@ class Slots(ABC, Generic[StoreArray]):
         options: SolveOptions,
         *,
         of: np.ndarray | slice = slice(None),
-        posture: bool,
+        gains: tuple[float, ...],
         random: bool | np.ndarray,
         seed: int,
         rng_offset: np.ndarray,
@@ -364,14 +378,14 @@ class Slots(ABC, Generic[StoreArray]):
     ) -> None:
         """Start the rows ``of`` of ``given`` (:meth:`pack`; None: packed into the slots already) in the slots
         ``index`` (k,), RUNNING, with ``options``:
-        a posture term if ``posture``, starts drawn by the kernel if ``random`` (else ``q`` (k, nq) if given, else
+        the secondary terms' ``gains`` (:meth:`gains_of`), starts drawn by the kernel if ``random`` (else ``q``
+        (k, nq) if given, else
         the rows' ``q``), restart streams ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
         :meth:`admit`'s, and iteration budgets ``budget`` (k,) (default ``options.max_iterations``).
 
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k = len(rng_offset)
-        gains = gains_of(options, posture)
         settings = np.repeat(self._settings_of(options, gains, pool), k, axis=0)
         column = self.rows.columns
         settings[:, column["budget"].first] = options.max_iterations if budget is None else budget
@@ -431,6 +445,18 @@ class Slots(ABC, Generic[StoreArray]):
     def empty_starts(self, pool: int) -> None:
         """Empty start ``pool`` (for a new request)."""
         self.fields["pool_count"][pool] = 0
+
+    def gains_of(self, problem: Problem) -> tuple[float, ...]:
+        """The gains of :attr:`terms` in a solve of ``problem``.
+
+        Raises:
+            IKLayerError: the problem adds a term registered after these slots were made.
+        """
+        return gains_of(problem.options, problem.posture is not None, problem.terms, self.terms)
+
+    def kernel_terms(self, used: frozenset[int]) -> tuple[KernelTerm, ...]:
+        """The terms ``used`` (indices in :attr:`terms`) as the kernel compiles them in."""
+        return kernel_terms(self.terms, self.layout, used)
 
     def forget_terms(self) -> None:
         """Let the launches drop the secondary and collision terms: call when no slot runs (the next admissions add

@@ -20,7 +20,7 @@ from ik_layer.core.problem import Problem
 from ik_layer.engine.scheduler import Engine
 from ik_layer.exceptions import IKLayerError
 from ik_layer.model.lie import matrix_to_pose
-from ik_layer.terms import POSTURE, TERMS, SecondaryTerm
+from ik_layer.terms import BUILT_IN, POSTURE, SecondaryTerm
 
 __all__ = ["warm_up_kernels"]
 
@@ -28,8 +28,9 @@ _ITERATIONS = 4  # per warm-up solve
 
 
 def warm_up_kernels(engine: Engine, options: SolveOptions) -> None:
-    """Solve once on ``engine`` with each combination of the secondary terms (:data:`ik_layer.terms.TERMS`), with
-    and without the collision term (an obstacle), so that every kernel it can launch is compiled and recorded.
+    """Solve once on ``engine`` with each combination of the built-in secondary terms
+    (:data:`ik_layer.terms.BUILT_IN`), with and without the collision term (an obstacle), so that every kernel it
+    can launch is compiled and recorded.
 
     Combinations the robot refuses (manipulability off a serial arm, collision without spheres) are left out: no
     request can run them either. The kernels compile in parallel (warp compiles modules in threads), each
@@ -54,7 +55,9 @@ def warm_up_kernels(engine: Engine, options: SolveOptions) -> None:
     def run(kind: tuple[tuple[SecondaryTerm, ...], bool], on: Engine) -> bool:
         """Solve once with ``kind``'s terms and collision on ``on``; False where the robot refuses that kind."""
         terms, collision = kind
-        gains = {term.name: float(term in terms) for term in TERMS if term is not POSTURE}  # a term's option: its gain
+        gains = {
+            term.name: float(term in terms) for term in BUILT_IN if term is not POSTURE
+        }  # a term's option: its gain
         try:
             problem = Problem.prepare(
                 robot,
@@ -70,7 +73,7 @@ def warm_up_kernels(engine: Engine, options: SolveOptions) -> None:
         on.solve(problem, seed=0)
         return True
 
-    plain, *others = itertools.product(_subsets(TERMS), (False, True))
+    plain, *others = itertools.product(_subsets(BUILT_IN), (False, True))
     run(plain, engine)  # alone first: what the other kernels share is built once
     engines = [Engine(robot, capacity=brief.num_seeds, store=engine.slots.kind) for _ in others]
     with ThreadPoolExecutor() as pool:

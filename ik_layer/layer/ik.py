@@ -120,7 +120,8 @@ def ik_solve(
         posture = None if posture is None else _per_solution(torch.as_tensor(posture), 1)
     if posture is not None:  # as the solve took it: one per target row
         posture = posture.expand_as(result.q)
-    objective = Objective.of(robot, opts, posture, CollisionCost.of(robot, obstacles, opts))
+    added = {name: replace(term, data=_term_rows(problem, term.data, result)) for name, term in problem.terms.items()}
+    objective = Objective.of(robot, opts, posture, CollisionCost.of(robot, obstacles, opts), added)
 
     def residual(dq: Tensor, target_: Tensor, tool_: Tensor, base_: Tensor, *tensors: Tensor) -> Tensor:
         q = robot.integrate(result.q, dq)
@@ -229,6 +230,18 @@ def _reached(x: Tensor, goal: Tensor, goals: int, own: int) -> Tensor:
     full = x.expand(*goal.shape, goals, *x.shape[-own:] if own else ())
     index = goal.reshape(*goal.shape, 1, *([1] * own)).expand(*goal.shape, 1, *full.shape[goal.dim() + 1 :])
     return full.gather(goal.dim(), index).squeeze(goal.dim())
+
+
+def _term_rows(problem: Problem, data: Tensor | None, result: IKResult) -> Tensor | None:
+    """A term's data (n, D) as the problem holds it, one row per answer of ``result`` (..., D)."""
+    if data is None:
+        return None
+    rows = data.reshape(*problem.batch, data.shape[-1])
+    if result.goal is not None:  # a goal set's data is per row, the same for each of its goals
+        rows = rows[..., 0, :]
+    if result.q.dim() > rows.dim():  # num_solutions > 1
+        rows = rows.unsqueeze(-2)
+    return rows.expand(*result.q.shape[:-1], rows.shape[-1])
 
 
 def _per_solution(x: Tensor, own: int) -> Tensor:

@@ -17,7 +17,7 @@ from torch import Tensor
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.robot import Robot
-from ik_layer.terms.base import SecondaryTerm, joint_gradient, joints_of
+from ik_layer.terms.base import SecondaryTerm, data_vector, joint_gradient, joints_of
 
 __all__ = ["CENTRING", "Centring"]
 
@@ -27,14 +27,14 @@ class Centring(SecondaryTerm):
 
     name = "centring"
 
-    def cost(self, robot: Robot, q: Tensor, jac: Tensor, goal: Tensor | None) -> Tensor:
+    def cost(self, robot: Robot, q: Tensor, jac: Tensor, data: Tensor | None) -> Tensor:
         return 0.5 * _offset(robot, joints_of(robot, q)).square().sum(-1)
 
-    def gradient(self, robot: Robot, q: Tensor, jac: Tensor, goal: Tensor | None) -> Tensor:
+    def gradient(self, robot: Robot, q: Tensor, jac: Tensor, data: Tensor | None) -> Tensor:
         return joint_gradient(robot, _offset(robot, joints_of(robot, q)))
 
     def warp_function(self, layout: Layout, dtype: torch.dtype) -> Any:
-        return _centring_function(layout, dtype)
+        return _centring_function(layout, dtype, data_vector(self, layout, dtype))
 
 
 def _offset(robot: Robot, joints: Tensor) -> Tensor:
@@ -44,12 +44,12 @@ def _offset(robot: Robot, joints: Tensor) -> Tensor:
 
 
 @functools.cache
-def _centring_function(layout: Layout, dtype: torch.dtype) -> Any:
+def _centring_function(layout: Layout, dtype: torch.dtype, vecd: Any) -> Any:
     t = kernel_types(layout, dtype)
     f, vecq, vect, jac_t, Chain, joints, bq, bv = t.f, t.vecq, t.vect, t.jac_t, t.Chain, layout.joints, t.bq, t.bv
 
     @wp.func
-    def centring(q: vecq, jac: jac_t, goal: vecq, chain: Chain):
+    def centring(q: vecq, jac: jac_t, data: vecd, chain: Chain):
         """Gradient and cost of :class:`Centring` at ``q``."""
         grad = vect()
         s = f(0.0)

@@ -2,56 +2,79 @@
 
 # No `from __future__ import annotations`: warp reads the functions' annotations as live types.
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import warp as wp
 
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
-from ik_layer.model.warp_chain import warp_types
-from ik_layer.terms import TERMS
+from ik_layer.terms.base import SecondaryTerm, data_vector
 
-__all__ = ["gains_type", "secondary_function"]
+__all__ = ["KernelTerm", "data_columns", "kernel_terms", "secondary_function"]
+
+
+class KernelTerm(NamedTuple):
+    """A term as the kernel compiles it in: its ``index`` in the slots' gains and the ``first`` of its columns in
+    their data."""
+
+    index: int
+    term: SecondaryTerm
+    first: int
+
+
+def data_columns(terms: tuple[SecondaryTerm, ...], layout: Layout) -> tuple[tuple[int, ...], int]:
+    """The first data column of each of ``terms`` (in order, each after the one before) and their total width."""
+    firsts, width = [], 0
+    for term in terms:
+        firsts.append(width)
+        width += term.data_size(layout)
+    return tuple(firsts), width
+
+
+def kernel_terms(terms: tuple[SecondaryTerm, ...], layout: Layout, used: frozenset[int]) -> tuple[KernelTerm, ...]:
+    """The ``used`` (indices) of ``terms`` (an engine's, in the order of its gains) as the kernel compiles them."""
+    firsts, _ = data_columns(terms, layout)
+    return tuple(KernelTerm(k, terms[k], firsts[k]) for k in sorted(used))
 
 
 @functools.cache
-def gains_type(dtype: torch.dtype) -> Any:
-    """The warp vector of one slot's gains, in :data:`TERMS` order."""
-    return wp.types.vector(len(TERMS), warp_types(dtype)[0])
-
-
-@functools.cache
-def secondary_function(layout: Layout, dtype: torch.dtype, used: frozenset[int]) -> Any:
-    """The kernel's ``(q: vecq, jac: jac_t, goal: vecq, gains, chain: Chain) -> (vect, f)``: the gain-weighted sum
-    of the gradients and of the costs of the terms ``used`` (indices in :data:`TERMS`; a term of gain 0 is
-    skipped), for a robot of ``layout`` in ``dtype`` floats.
+def secondary_function(layout: Layout, dtype: torch.dtype, terms: tuple[KernelTerm, ...]) -> Any:
+    """The kernel's ``(q: vecq, jac: jac_t, data: array2d, gains: array2d, i: int, chain: Chain) -> (vect, f)``:
+    the gain-weighted sum of the gradients and of the costs of ``terms`` (:func:`kernel_terms`; a term of gain 0
+    skipped) at slot ``i``, for a robot of ``layout`` in ``dtype`` floats, each term handed its columns of the
+    slot's ``data`` row.
 
     Built one term at a time, each function calling the sum of the terms before it: every term a closure
     constant of its own function, which warp's module hash sees (an unrolled ``wp.static`` over the terms would
     be resolved after the hash, so two sets of terms would share a cached binary).
     """
     t = kernel_types(layout, dtype)
-    f, vecq, vect, jac_t, Chain, vecg = t.f, t.vecq, t.vect, t.jac_t, t.Chain, gains_type(dtype)
-    if not used:
+    f, vecq, vect, jac_t, Chain = t.f, t.vecq, t.vect, t.jac_t, t.Chain
+    if not terms:
 
         @wp.func
-        def no_term(q: vecq, jac: jac_t, goal: vecq, gains: vecg, chain: Chain):
+        def no_term(q: vecq, jac: jac_t, data: wp.array2d(dtype=f), gains: wp.array2d(dtype=f), i: int, chain: Chain):
             """No secondary term: a zero gradient and cost."""
             return vect(), f(0.0)
 
         return no_term
-    k = max(used)
-    before = secondary_function(layout, dtype, used - {k})
-    term = TERMS[k].warp_function(layout, dtype)
+    k, added, first = terms[-1]
+    before = secondary_function(layout, dtype, terms[:-1])
+    term = added.warp_function(layout, dtype)
+    vecd = data_vector(added, layout, dtype)
+    size = added.data_size(layout)
 
     @wp.func
-    def with_term(q: vecq, jac: jac_t, goal: vecq, gains: vecg, chain: Chain):
-        """The terms before term ``k``, plus term ``k`` at its gain."""
-        grad, s = before(q, jac, goal, gains, chain)
-        gain = gains[k]
+    def with_term(q: vecq, jac: jac_t, data: wp.array2d(dtype=f), gains: wp.array2d(dtype=f), i: int, chain: Chain):
+        """The terms before term ``k``, plus term ``k`` at its gain, on its columns of the slot's data."""
+        grad, s = before(q, jac, data, gains, i, chain)
+        gain = gains[i, k]
         if gain != f(0.0):
-            term_grad, term_cost = term(q, jac, goal, chain)
+            own = vecd()
+            for a in range(size):
+                own[a] = data[i, first + a]
+            term_grad, term_cost = term(q, jac, own, chain)
             grad = grad + gain * term_grad
             s = s + gain * term_cost
         return grad, s

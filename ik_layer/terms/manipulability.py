@@ -24,7 +24,7 @@ from ik_layer.core.lm import LM
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.robot import Robot
-from ik_layer.terms.base import SecondaryTerm
+from ik_layer.terms.base import SecondaryTerm, data_vector
 
 __all__ = ["MANIPULABILITY", "Manipulability"]
 
@@ -35,11 +35,11 @@ class Manipulability(SecondaryTerm):
     name = "manipulability"
     needs_jacobian = True
 
-    def cost(self, robot: Robot, q: Tensor, jac: Tensor, goal: Tensor | None) -> Tensor:
+    def cost(self, robot: Robot, q: Tensor, jac: Tensor, data: Tensor | None) -> Tensor:
         gram = jac @ jac.mT + _eps(jac.dtype) * torch.eye(6, dtype=jac.dtype, device=jac.device)
         return -0.5 * torch.logdet(gram)
 
-    def gradient(self, robot: Robot, q: Tensor, jac: Tensor, goal: Tensor | None) -> Tensor:
+    def gradient(self, robot: Robot, q: Tensor, jac: Tensor, data: Tensor | None) -> Tensor:
         gram = jac @ jac.mT + _eps(jac.dtype) * torch.eye(6, dtype=jac.dtype, device=jac.device)
         a = torch.linalg.solve(gram, jac)
         v, w = jac[..., :3, :].mT, jac[..., 3:, :].mT  # (..., dof, 3): column j's linear and angular rows
@@ -53,7 +53,7 @@ class Manipulability(SecondaryTerm):
         return -torch.where(j_at_least_k, later, earlier).sum(-1)
 
     def warp_function(self, layout: Layout, dtype: torch.dtype) -> Any:
-        return _manipulability_function(layout, dtype)
+        return _manipulability_function(layout, dtype, data_vector(self, layout, dtype))
 
 
 def _eps(dtype: torch.dtype) -> float:
@@ -61,7 +61,7 @@ def _eps(dtype: torch.dtype) -> float:
 
 
 @functools.cache
-def _manipulability_function(layout: Layout, dtype: torch.dtype) -> Any:
+def _manipulability_function(layout: Layout, dtype: torch.dtype, vecd: Any) -> Any:
     t = kernel_types(layout, dtype)
     f, vec3, vecq, vect, jac_t, Chain, dof = t.f, t.vec3, t.vecq, t.vect, t.jac_t, t.Chain, layout.dof
     gram_t = wp.types.matrix((6, 6), f)
@@ -69,7 +69,7 @@ def _manipulability_function(layout: Layout, dtype: torch.dtype) -> Any:
     eps = _eps(dtype)
 
     @wp.func
-    def manipulability(q: vecq, jac: jac_t, goal: vecq, chain: Chain):
+    def manipulability(q: vecq, jac: jac_t, data: vecd, chain: Chain):
         """Gradient and cost of :class:`Manipulability` at ``q`` (``jac`` its Jacobian)."""
         g = gram_t()
         for r in range(6):  # J J^T + eps I, then L D L^T in place (L below the diagonal, D^-1 on it)

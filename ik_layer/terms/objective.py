@@ -9,7 +9,8 @@ compiles the same sum (:mod:`ik_layer.terms.kernel_sum`, :mod:`ik_layer.engine.d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -18,7 +19,16 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.model.robot import Robot
-from ik_layer.terms import gains_of, secondary_cost, secondary_gradient, used_terms
+from ik_layer.terms import (
+    SecondaryTerm,
+    TermInput,
+    gains_of,
+    registered_terms,
+    secondary_cost,
+    secondary_gradient,
+    term_data,
+    used_terms,
+)
 
 __all__ = ["Objective"]
 
@@ -29,42 +39,53 @@ class Objective:
 
     Attributes:
         robot: the robot.
-        gains: each secondary term's gain, in :data:`~ik_layer.terms.TERMS` order (0: off).
-        posture: the posture of each row (broadcast against the configurations), or None.
+        terms: the secondary terms (the registered ones).
+        gains: each term's gain, in ``terms`` order (0: off).
+        data: the per-row data (broadcast against the configurations) of the terms that take some, by name (the
+            posture's: the posture).
         collision: the collision term of the rows (their obstacles, self-collision), or None.
     """
 
     robot: Robot
+    terms: tuple[SecondaryTerm, ...]
     gains: tuple[float, ...]
-    posture: Tensor | None = None
+    data: Mapping[str, Tensor] = field(default_factory=dict)
     collision: CollisionCost | None = None
 
     @classmethod
     def of(
-        cls, robot: Robot, options: SolveOptions, posture: Tensor | None, collision: CollisionCost | None
+        cls,
+        robot: Robot,
+        options: SolveOptions,
+        posture: Tensor | None,
+        collision: CollisionCost | None,
+        given: Mapping[str, TermInput] | None = None,
     ) -> Objective:
-        """The objective of a solve with ``options``, ``posture`` (its term on where given) and ``collision``."""
-        return cls(robot, gains_of(options, posture is not None), posture, collision)
+        """The objective of a solve with ``options``, ``posture`` (its term on where given), ``collision`` and the
+        added terms ``given`` (their data per row)."""
+        terms = registered_terms()
+        gains = gains_of(options, posture is not None, given, terms)
+        return cls(robot, terms, gains, term_data(posture, given), collision)
 
     @property
-    def terms(self) -> bool:
+    def with_terms(self) -> bool:
         """Whether a secondary term is on (successes then polish down its gradient)."""
         return bool(used_terms(self.gains))
 
     @property
     def active(self) -> bool:
         """Whether there is anything to pursue: a secondary term or the collision term."""
-        return self.terms or self.collision is not None
+        return self.with_terms or self.collision is not None
 
     def take(self, rows: Tensor) -> Objective:
         """The objective of the rows ``rows``, their configurations (A, S, nq) seeds of each."""
-        posture = None if self.posture is None else self.posture[rows, None]
+        data = {name: x[rows, None] for name, x in self.data.items()}
         collision = None if self.collision is None else self.collision.take(rows)
-        return Objective(self.robot, self.gains, posture, collision)
+        return Objective(self.robot, self.terms, self.gains, data, collision)
 
     def terms_gradient(self, q: Tensor, jac: Tensor) -> Tensor:
         """The secondary terms' gradient (..., dof) at ``q`` (..., nq) with its pose Jacobian ``jac``."""
-        return secondary_gradient(self.robot, q, jac, self.posture, self.gains)
+        return secondary_gradient(self.robot, q, jac, self.data, self.gains, self.terms)
 
     def gradient(self, q: Tensor, jac: Tensor) -> Tensor:
         """The objective's gradient (..., dof) at ``q`` (differentiable: the implicit layer's condition)."""
@@ -77,7 +98,7 @@ class Objective:
         """At ``q`` with its pose Jacobian: the objective's cost (...), its gradient (..., dof), the least
         collision distance (...) (+inf without collision) and whether the terms' gradient alone is zero (...) (the
         collision term gates and repairs; it leaves nothing to polish)."""
-        cost = secondary_cost(self.robot, q, jac, self.posture, self.gains)
+        cost = secondary_cost(self.robot, q, jac, self.data, self.gains, self.terms)
         gradient = self.terms_gradient(q, jac)
         still = (gradient == 0).all(dim=-1)
         if self.collision is None:

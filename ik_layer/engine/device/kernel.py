@@ -73,8 +73,7 @@ from ik_layer.engine.device.restarts import restart_functions
 from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.model.warp_chain import KERNEL_OPTIONS, warp_types
-from ik_layer.terms import TERMS
-from ik_layer.terms.kernel_sum import gains_type, secondary_function
+from ik_layer.terms.kernel_sum import KernelTerm, secondary_function
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
@@ -127,8 +126,8 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         budget: wp.array(dtype=wp.int32)
         restart_after: wp.array(dtype=wp.int32)
         check_every: wp.array(dtype=wp.int32)
-        posture: wp.array2d(dtype=f)
-        gains: wp.array(dtype=gains_type(dtype))
+        data: wp.array2d(dtype=f)  # the secondary terms' per-target data, each term's columns in turn
+        gains: wp.array2d(dtype=f)  # the secondary terms' gains, in the engine's order of them
         scene: wp.array(dtype=wp.vec2i)
         self_collision: wp.array(dtype=wp.int32)
         collision: wp.array(dtype=vec2)
@@ -178,13 +177,13 @@ def lm_block_kernel(
     layout: Layout,
     dtype: torch.dtype,
     lazy_jacobian: bool = True,
-    terms: frozenset[int] = frozenset(),
+    terms: tuple[KernelTerm, ...] = (),
     sphere_layout: SphereLayout | None = None,
 ) -> wp.Kernel:
-    """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms`` (indices
-    in :data:`ik_layer.terms.TERMS`; each slot's gains switch them on) compiled in, and the collision term
-    (:mod:`~ik_layer.engine.device.collision_step`) for the robot's collision spheres of ``sphere_layout`` where
-    given (each slot's scene and ``self_collision`` switch it on).
+    """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms``
+    (:func:`~ik_layer.terms.kernel_sum.kernel_terms`; each slot's gains switch them on) compiled in, and the
+    collision term (:mod:`~ik_layer.engine.device.collision_step`) for the robot's collision spheres of
+    ``sphere_layout`` where given (each slot's scene and ``self_collision`` switch it on).
 
     ``lazy_jacobian`` (the tensor store's, for GPUs; the default, which GPU bundles compile ahead): a candidate
     step is measured by forward kinematics alone and the Jacobian is taken once the step is accepted, at the next
@@ -208,7 +207,8 @@ def lm_block_kernel(
     clearance = None if collision is None else collision.clearance
     Spheres, Obstacles = collision_structs(dtype)
     collision_gain = LM.collision_gain
-    ranks_with_jacobian = any(TERMS[k].needs_jacobian for k in terms)
+    ranks_with_jacobian = any(kernel_term.term.needs_jacobian for kernel_term in terms)
+    gain_columns = 1 + max((kernel_term.index for kernel_term in terms), default=-1)  # the gains the terms read
     t = kernel_types(layout, dtype)
     f, vec2, Chain = t.f, t.vec2, t.Chain
     frames, nq, dof = layout.frames, layout.nq, layout.dof
@@ -245,8 +245,9 @@ def lm_block_kernel(
     def terms_at(
         q: vecq,
         jac: jac_t,
-        goal: vecq,
-        gains: gains_type(dtype),
+        data: wp.array2d(dtype=f),
+        gains: wp.array2d(dtype=f),
+        i: int,
         use_terms: wp.int32,
         chain: Chain,
         links_chain: Chain,
@@ -266,7 +267,7 @@ def lm_block_kernel(
         still = wp.int32(1)
         if wp.static(with_terms):  # noqa: SIM102 (a static branch: compiled in or out)
             if use_terms != 0:
-                grad, s = secondary(q, jac, goal, gains, chain)
+                grad, s = secondary(q, jac, data, gains, i, chain)
                 for a in range(dof):
                     if grad[a] != f(0.0):
                         still = 0
@@ -290,8 +291,8 @@ def lm_block_kernel(
         score: f,
         q: vecq,
         jac: jac_t,
-        goal: vecq,
-        gains: gains_type(dtype),
+        data: wp.array2d(dtype=f),
+        gains: wp.array2d(dtype=f),
         use_pull: wp.int32,
         use_terms: wp.int32,
         i: int,
@@ -330,7 +331,7 @@ def lm_block_kernel(
                 if wp.static(ranks_with_jacobian):  # the lazy Jacobian may lag q: taken afresh, once per success
                     _e, jac_q, _cost = evaluate(q, i, target_rot, target_pos, w, chain)
                 _grad, s, least_in_reach, still = terms_at(
-                    q, jac_q, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
+                    q, jac_q, data, gains, i, use_terms, chain, links_chain, spheres, obstacles, scene, self_on, limits
                 )
                 rank = gated(score, least_in_reach, limits)
                 if rank <= f(1.0):
@@ -356,7 +357,6 @@ def lm_block_kernel(
             problem.tolerance,
         )
         budget, restart_after, check_every = problem.budget, problem.restart_after, problem.check_every
-        posture = problem.posture
         random_start, q_state, mu_state, best_q, best_score = (
             slot.random_start,
             slot.q,
@@ -378,19 +378,15 @@ def lm_block_kernel(
                 w[6 * fr + k] = wf[k]
         q = vecq()
         bq_best = vecq()
-        goal = vecq()
         for a in range(nq):
             q[a] = q_state[i, a]
             bq_best[a] = best_q[i, a]
-        gains = problem.gains[i]
+        data, gains = problem.data, problem.gains
         use_terms = wp.int32(0)
         if wp.static(with_terms):
-            for k in range(wp.static(len(TERMS))):
-                if gains[k] != f(0.0):
+            for k in range(wp.static(gain_columns)):
+                if gains[i, k] != f(0.0):
                     use_terms = 1
-            if use_terms != 0:
-                for a in range(nq):
-                    goal[a] = posture[i, a]
         scene = wp.vec2i()
         pool = wp.int32(-1)
         self_on = wp.int32(0)
@@ -448,7 +444,7 @@ def lm_block_kernel(
             age = 0
             score = score_of(e, w, tol)
             rank, settled, at_least, at_pair = rank_at(
-                score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
+                score, q, jac, data, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
@@ -483,7 +479,7 @@ def lm_block_kernel(
                 if polish >= 0:  # polishing: the secondary terms and the collision term
                     if held == 0:
                         grad, held_cost, _least, _still = terms_at(
-                            q, jac, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene, self_on,
+                            q, jac, data, gains, i, use_terms, chain, links_chain, spheres, obstacles, scene, self_on,
                             limits,
                         )  # fmt: skip
                         held_pull = -grad
@@ -492,7 +488,7 @@ def lm_block_kernel(
                     s_now = held_cost
             if wp.static(with_terms):  # noqa: SIM102
                 if polish < 0 and use_terms != 0:  # on the way: the secondary terms only
-                    grad, s_now = secondary(q, jac, goal, gains, chain)
+                    grad, s_now = secondary(q, jac, data, gains, i, chain)
                     pull = -grad
             if wp.static(pulls):  # noqa: SIM102
                 if polish >= 0:  # see LM: a pulled step at the polish's scale within tolerance, else a correction
@@ -520,8 +516,8 @@ def lm_block_kernel(
                         least_new = f(wp.inf)
                         if measure != 0:
                             grad_new, s_new, least_new, _still_new = terms_at(
-                                q_new, jac_new, goal, gains, use_terms, chain, links_chain, spheres, obstacles, scene,
-                                self_on, limits,
+                                q_new, jac_new, data, gains, i, use_terms, chain, links_chain, spheres, obstacles,
+                                scene, self_on, limits,
                             )  # fmt: skip
                             if within == 0 or s_new < s_now:
                                 kept = 1
@@ -589,7 +585,7 @@ def lm_block_kernel(
             # record: keep the best configuration, stop at the first success
             score = score_of(e, w, tol)
             rank, settled, at_least, at_pair = rank_at(
-                score, q, jac, goal, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
+                score, q, jac, data, gains, use_pull, use_terms, i, target_rot, target_pos, w, chain,
                 links_chain, spheres, obstacles, scene, self_on, limits,
             )  # fmt: skip
             best, bq_best, berr = record(rank, q, e, w, best, bq_best, berr)
