@@ -66,6 +66,11 @@ class IKStages:
         """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
         return engine.submit(problem.select(rows), next(self._seeds), deadline)
 
+    def solve(self, engine: Engine, problem: Problem, deadline: float) -> IKResult:
+        """Solve the whole of ``problem`` on ``engine``, idle, at once (:meth:`Engine.solve`: the answers a part of
+        all its rows would get, with the same random stream)."""
+        return engine.solve(problem, next(self._seeds), deadline)
+
     def answers(self, parts: Sequence[Request]) -> IKResult:
         """The answers of a problem's finished parts, in row order."""
         return joined(parts)

@@ -34,7 +34,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ik_layer import IKLayerError, Problem, Robot
+from torch import Tensor
+
+from ik_layer import IKLayerError, IKResult, Problem, Robot
 from ik_layer.core.solutions import SolutionSearch
 from ik_layer.engine import ROW_STATUS, Engine, Request
 from ik_layer.server.admission import AdmissionPolicy, Demand
@@ -43,7 +45,11 @@ from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
 from ik_layer.server.metrics import Metrics
 from ik_layer.server.stages import IKStages
 
-__all__ = ["EngineWorker", "Ticket"]
+__all__ = ["LONE_SLOTS", "EngineWorker", "Ticket"]
+
+LONE_SLOTS = 256
+"""The most slots (rows x num_seeds) of a request the worker solves at once when it is the only one (a short
+solve: it blocks the worker, and requests arriving meanwhile wait for it)."""
 
 _log = logging.getLogger("server")
 
@@ -75,6 +81,7 @@ class Ticket:
     error: Exception | None = None
     submitted: int = 0  # rows handed to the engine
     running: list[tuple[Request, int]] = field(default_factory=list)  # unfinished parts and their slot claims
+    solved: IKResult | None = None  # the answers of a request solved alone (no parts)
 
     @property
     def claimed(self) -> int:
@@ -253,6 +260,9 @@ class EngineWorker:
         live = [t for t in pending if now < t.deadline]
         claimed = sum(t.claimed for t in tickets)
         demands = [Demand(t.left, t.job.options.num_seeds, t.claimed) for t in live]
+        if len(live) == 1 and len(tickets) == 1 and self._alone(live[0]):
+            self._solve_alone(live[0])
+            return 0
         for ticket, rows in zip(live, self.policy.allot(demands, claimed), strict=True):
             if rows > 0:
                 claim = rows * ticket.job.options.num_seeds
@@ -273,6 +283,26 @@ class EngineWorker:
                 ticket.search = self.stages.search(ticket.job, decoded)
                 ticket.problem = decoded if ticket.search is None else ticket.search.problem
             self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
+
+    def _alone(self, ticket: Ticket) -> bool:
+        """Whether ``ticket`` may be solved at once, alone: the only request, a small one of one solve (no search),
+        nothing of it started, and the engine idle."""
+        problem = ticket.problem
+        small = problem is not None and problem.rows * ticket.job.options.num_seeds <= LONE_SLOTS
+        return small and ticket.submitted == 0 and ticket.search is None and not self.engine.busy
+
+    def _solve_alone(self, ticket: Ticket) -> None:
+        """Solve ``ticket`` on the idle engine in one call (:meth:`IKStages.solve`: one launch for most requests,
+        no step in between, the same answers), instead of handing its rows over in parts."""
+        assert ticket.problem is not None
+        rows = ticket.problem.rows
+        self._metrics.rows_admitted.labels(self.name).inc(rows)
+        self.engine.block = self.block * self.policy.blocks(rows * ticket.job.options.num_seeds)  # as a part's
+        start = time.perf_counter()
+        ticket.solved = self.stages.solve(self.engine, ticket.problem, ticket.deadline)
+        self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
+        ticket.submitted = rows
+        self._count_statuses(ticket.solved.status)
 
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
         """Hand the next ``rows`` rows of ``ticket`` to the engine as a part claiming ``claim`` slots."""
@@ -335,7 +365,11 @@ class EngineWorker:
 
     def _count_retired(self, part: Request) -> None:
         self._metrics.rows_in_flight.labels(self.name).dec(part.rows)
-        for code, count in Counter(part.status.tolist()).items():
+        self._count_statuses(part.status)
+
+    def _count_statuses(self, status: Tensor) -> None:
+        """Count retired rows of ``status`` (codes) by status."""
+        for code, count in Counter(status.reshape(-1).tolist()).items():
             self._metrics.rows_retired.labels(self.name, ROW_STATUS[code]).inc(count)
 
     def _outcome(self, ticket: Ticket) -> bytes | Exception:
@@ -346,7 +380,12 @@ class EngineWorker:
             return ServiceUnavailable("the server is shutting down")
         if ticket.left or (ticket.cancelled and ticket.search is not None):  # its client is gone anyway
             return ServiceUnavailable("the request was cancelled")
-        answers = self.stages.answers(ticket.parts) if ticket.search is None else ticket.search.result(ticket.late)
+        if ticket.solved is not None:
+            answers = ticket.solved
+        elif ticket.search is None:
+            answers = self.stages.answers(ticket.parts)
+        else:
+            answers = ticket.search.result(ticket.late)
         try:
             return self.stages.encode(self.stages.collect(ticket.job, answers))
         except IKLayerError as err:

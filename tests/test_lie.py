@@ -481,3 +481,22 @@ def test_pose_to_matrix_keeps_forward_mode_tangents_of_a_single_pose() -> None:
     expected = torch.func.jacrev(pose_to_matrix)(pose) @ direction
     assert tangent is not None and float(expected.abs().max()) > 0.1
     torch.testing.assert_close(tangent, expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pose_to_matrix_takes_the_same_arithmetic_on_both_paths(dtype, rng, monkeypatch) -> None:
+    """Small CPU poses without gradient convert in numpy, the rest in torch: the same matrices, bit for bit, at every
+    scale and batch size, and the same refusal of a zero quaternion."""
+    for n in (1, 3, 64, 500):
+        for scale in (1e-3, 1.0, 1e3):
+            pose = (torch.randn(n, 7, generator=rng, dtype=F64) * scale).to(dtype)
+            in_numpy = pose_to_matrix(pose)
+            monkeypatch.setattr("ik_layer.model.lie._HOST_CHECK_MAX", 0)
+            in_torch = pose_to_matrix(pose)
+            monkeypatch.undo()
+            assert in_numpy.dtype == dtype and torch.equal(in_numpy, in_torch)
+    zero = torch.tensor([[0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 0.0]], dtype=dtype)
+    for limit in (4096, 0):
+        monkeypatch.setattr("ik_layer.model.lie._HOST_CHECK_MAX", limit)
+        with pytest.raises(NonFiniteError, match="goal quaternion has zero norm"):
+            pose_to_matrix(zero, "goal")

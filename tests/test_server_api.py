@@ -18,7 +18,7 @@ from fastapi import FastAPI
 import ik_layer
 from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
-from ik_layer.server.decode import parse
+from ik_layer.server.decode import ik_job, parse, prepare
 from ik_layer.server.schemas import IKRequest
 from ik_layer.testing import random_bases
 from tests import conftest
@@ -350,10 +350,10 @@ async def test_a_failing_engine_answers_500_once_and_the_robot_keeps_serving() -
         worker = app.state.ik.robots["planar3"].worker
         broken = worker.engine
 
-        def fail() -> None:
+        def fail(*_: object) -> None:
             raise RuntimeError("a bug in a step")
 
-        broken.step = fail
+        broken._launch = fail  # every solve launches, alone or stepped
         _, targets = reachable(robot_of(app, "planar3"), 2)
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # uvicorn only logs the traceback
         async with httpx.AsyncClient(transport=transport, base_url="http://ik.test") as plain:
@@ -363,6 +363,28 @@ async def test_a_failing_engine_answers_500_once_and_the_robot_keeps_serving() -
         again = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
         assert again.status_code == 200 and all(s["success"] for s in again.json()["solutions"])
         assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
+
+
+async def test_a_lone_request_is_solved_at_once_as_its_stepped_parts_would_be() -> None:
+    """With nothing else in flight the worker solves a small request in one call (no part handed over); its answers
+    are those of the same rows handed over as a part and stepped, with the same random stream."""
+    async with serving(robots=["ur5e"]) as (app, client):
+        worker = app.state.ik.robots["ur5e"].worker
+        parts = []
+        handing_over = worker.stages.submit
+        worker.stages.submit = lambda *args: parts.append(1) or handing_over(*args)
+        robot = robot_of(app, "ur5e")
+        _, targets = reachable(robot, 24, seed=31)
+        response = await client.post("/v1/robots/ur5e/ik", json={"targets": targets, "num_seeds": 2})
+        assert response.status_code == 200 and not parts
+        alone = torch.tensor([s["q"] for s in response.json()["solutions"]], dtype=torch.float64)
+        job = ik_job(robot, parse(IKRequest, json.dumps({"targets": targets, "num_seeds": 2}).encode()), Settings())
+        [problem] = prepare(robot, [job])
+        engine = ik_layer.Engine(robot, capacity=256, block=worker.engine.block)
+        part = engine.submit(problem, seed=1, deadline=time.monotonic() + 10)  # the stages' first stream
+        while not part.done.is_set():
+            engine.step()
+        assert torch.equal(alone, part.result().q)
 
 
 async def test_failed_rows_get_zero_gradients_as_in_the_library(api: tuple[FastAPI, httpx.AsyncClient]) -> None:

@@ -138,7 +138,7 @@ def pose_to_matrix(pose: np.ndarray, name: str = "pose") -> np.ndarray:
     The quaternion is normalised; a zero one raises :class:`~ik_layer.exceptions.NonFiniteError` naming ``name``.
     """
     entries = rotation_entries(*np.moveaxis(_unit_quaternion(pose[..., 3:], f"{name} quaternion"), -1, 0))
-    t = np.zeros((*pose.shape[:-1], 4, 4))
+    t = np.zeros((*pose.shape[:-1], 4, 4), dtype=np.result_type(pose.dtype, np.float32))
     t[..., :3, :3] = np.stack(entries, axis=-1).reshape(*pose.shape[:-1], 3, 3)
     t[..., :3, 3] = pose[..., :3]
     t[..., 3, 3] = 1.0
@@ -162,7 +162,7 @@ def rotation_entries(x: Any, y: Any, z: Any, w: Any) -> tuple[Any, ...]:
 
 def _unit_quaternion(q: np.ndarray, name: str) -> np.ndarray:
     """``q`` (..., 4) over its norm; scaled by its largest entry first, so huge quaternions do not overflow."""
-    scale = np.maximum(abs(q).max(axis=-1, keepdims=True, initial=0.0), np.finfo(np.float64).tiny)
+    scale = np.maximum(abs(q).max(axis=-1, keepdims=True, initial=0.0), np.finfo(q.dtype).tiny)
     norm = np.linalg.norm(q / scale, axis=-1, keepdims=True)
     if (norm * scale < MIN_QUATERNION_NORM).any():
         raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
