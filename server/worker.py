@@ -302,6 +302,7 @@ class EngineWorker:
         ticket.solved = self.stages.solve(self.engine, ticket.problem, ticket.deadline)
         self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
         ticket.submitted = rows
+        assert ticket.solved.status is not None  # the engine's answers carry their statuses
         self._count_statuses(ticket.solved.status)
 
     def _submit(self, ticket: Ticket, rows: int, claim: int) -> None:
