@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -54,7 +55,9 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    result = answers.reshaped((answers.success.numel(),)).map(Tensor.cpu)  # (a search's: on the robot's device)
+    result = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
+    if not result.success.is_cpu:  # a search's answers: on the robot's device
+        result = result.map(Tensor.cpu)
     if job.goal_counts is not None:
         result = _best_goals(robot, job, result, job.goal_counts)
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
@@ -92,5 +95,5 @@ def fk_poses(robot: Robot, q: Tensor) -> Tensor:
 
 def _check_finite(what: str, *tensors: Tensor) -> None:
     """JSON has no NaN: refuse (422) rather than answer with numbers it cannot carry."""
-    if not all(bool(torch.isfinite(t).all()) for t in tensors):
+    if not all(bool(np.isfinite(t.detach().numpy()).all()) for t in tensors):  # CPU tensors: numpy checks faster
         raise NonFiniteError(f"the solver produced non-finite {what} (singular or extreme targets)")
