@@ -27,7 +27,13 @@ from torch import Tensor
 from torch.autograd import forward_ad
 
 from ik_layer.exceptions import DeviceError, DTypeError, NonFiniteError, ShapeError
-from ik_layer.model.host import MIN_QUATERNION_NORM, check_quaternion_norm, check_rigid, rotation_entries
+from ik_layer.model.host import (
+    MIN_QUATERNION_NORM,
+    check_quaternion_norm,
+    check_rigid,
+    rotation_entries,
+    rotation_matrices,
+)
 from ik_layer.model.host import pose_to_matrix as host_pose_to_matrix
 
 _SMALL_ANGLE = 1e-4  # below this angle [rad], series expansions replace the closed forms
@@ -155,8 +161,7 @@ def _unit_quaternion_to_matrix(q: Tensor) -> Tensor:
     same values, bit for bit, at far cheaper calls: a single pose's matrix in a fraction of the time)."""
     values = _host_arithmetic(q)
     if isinstance(values, np.ndarray):
-        entries = np.stack(rotation_entries(*np.moveaxis(values, -1, 0)), axis=-1)
-        return torch.from_numpy(entries.reshape(*q.shape[:-1], 3, 3))
+        return torch.from_numpy(rotation_matrices(values))
     return torch.stack(rotation_entries(*q.unbind(-1)), dim=-1).unflatten(-1, (3, 3))
 
 
