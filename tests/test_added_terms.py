@@ -42,7 +42,7 @@ from ik_layer.terms import (
     unregister_term,
 )
 from tests.conftest import serving
-from tests.test_cost_terms import optimum, perturbed
+from tests.test_cost_terms import optimum, optimum_derivative, perturbed
 
 F64 = torch.float64
 SOLVED = 1
@@ -194,13 +194,7 @@ def test_layer_gradient_follows_the_optimum(added: JointPull) -> None:
     answer = ik_layer.ik_solve(robot, perturbed(target, xi), warm_start=q0, terms=terms)
     assert bool(answer.success) and int(answer.iterations) > 0  # it polished
     q_star = optimum(robot, answer.q.detach(), target, added, gain, data)
-    h = 1e-6
-    numeric = torch.zeros(robot.dof, 6, dtype=F64)
-    for k in range(6):
-        step = torch.zeros(6, dtype=F64)
-        step[k] = h
-        ends = [optimum(robot, q_star, perturbed(target, s), added, gain, data) for s in (step, -step)]
-        numeric[:, k] = (ends[0] - ends[1]) / (2 * h)
+    numeric = optimum_derivative(robot, q_star, target, added, gain, data)
     q = ik_layer.ik(robot, perturbed(target, xi), warm_start=q_star, terms=terms)
     analytic = torch.stack([torch.autograd.grad(q[j], xi, retain_graph=True)[0] for j in range(robot.dof)])
     minimum_norm = float((ik_layer.target_gradient(robot, q_star) - numeric).abs().max())

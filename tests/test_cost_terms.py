@@ -164,6 +164,18 @@ def optimum(robot, q, target, term, gain, goal) -> torch.Tensor:
     raise AssertionError(f"no optimum: residual {float(residual.detach().abs().max())}")
 
 
+def optimum_derivative(robot, q_star, target, term, gain, goal, h=1e-6) -> torch.Tensor:
+    """(dof, 6) the derivative of the optimum at ``q_star`` w.r.t. the target's twist: central differences of the
+    optima re-found at the moved targets."""
+    numeric = torch.zeros(robot.dof, 6, dtype=q_star.dtype)
+    for k in range(6):
+        step = torch.zeros(6, dtype=q_star.dtype)
+        step[k] = h
+        ends = [optimum(robot, q_star, perturbed(target, s), term, gain, goal) for s in (step, -step)]
+        numeric[:, k] = (ends[0] - ends[1]) / (2 * h)
+    return numeric
+
+
 @pytest.mark.parametrize("term", [CENTRING, MANIPULABILITY, POSTURE], ids=lambda t: t.name)
 def test_layer_gradient_follows_the_optimum(term: SecondaryTerm) -> None:
     """The solve polishes its answer towards a constrained optimum of the term, and ``ik()``'s gradient w.r.t. the
@@ -185,13 +197,7 @@ def test_layer_gradient_follows_the_optimum(term: SecondaryTerm) -> None:
     assert float((answer.q.detach() - q_star).abs().max()) < 2e-3  # the answer is (near) the optimum
     assert bool(((q_star > robot.lower) & (q_star < robot.upper)).all())
 
-    h = 1e-6
-    numeric = torch.zeros(robot.dof, 6, dtype=F64)
-    for k in range(6):
-        step = torch.zeros(6, dtype=F64)
-        step[k] = h
-        ends = [optimum(robot, q_star, perturbed(target, s), term, gain, goal) for s in (step, -step)]
-        numeric[:, k] = (ends[0] - ends[1]) / (2 * h)
+    numeric = optimum_derivative(robot, q_star, target, term, gain, goal)
 
     def error(q: torch.Tensor) -> float:
         analytic = torch.stack([torch.autograd.grad(q[j], xi, retain_graph=True)[0] for j in range(robot.dof)])

@@ -37,7 +37,8 @@ from ik_layer.model.chain import Layout
 from ik_layer.model.lie import pose_error
 from ik_layer.model.trig import sin_cos_function
 from ik_layer.reference import _LMState, _Solve
-from ik_layer.terms import BUILT_IN, gains_of, rank_of_cost, secondary_cost, secondary_gradient, term_data
+from ik_layer.terms import BUILT_IN, gains_of, rank_of_cost, term_data
+from ik_layer.terms.objective import Objective
 from ik_layer.testing import solve_on_engine
 
 pytestmark = pytest.mark.usefixtures("each_store")  # every test on both engine stores
@@ -216,9 +217,8 @@ def test_one_iteration_matches_eager_step(robot_of, name: str, dtype: torch.dtyp
         hess = start.jac[:, 0].transpose(-1, -2) @ (weights[:, :, None] * start.jac[:, 0])
         damping = mu * start.cost[:, 0] + max(1e-9, 100 * torch.finfo(dtype).eps)
         cond = (torch.linalg.eigvalsh(hess)[:, -1] + damping) / damping
-        pull = secondary_gradient(
-            robot, q0, start.jac[:, 0], term_data(posture, None), gains_of(pulling, posture is not None), BUILT_IN
-        )
+        objective = Objective(robot, BUILT_IN, gains_of(pulling, posture is not None), term_data(posture, None))
+        pull = objective.terms_gradient(q0, start.jac[:, 0])
         if secondary == "manipulability":  # its gradient solves with J J^T + eps I: rounded to eps cond of that too
             gram = start.jac[:, 0] @ start.jac[:, 0].mT + LM.damping_floor(dtype) * torch.eye(6, dtype=dtype)
             cond = cond * torch.linalg.cond(gram)
@@ -296,11 +296,11 @@ def test_trajectories_without_restart_match_eager_solve(name: str, dtype: torch.
     if secondary != "plain":  # a solved slot ranks by the term's cost, an exhausted one by its score
         done = slots.status == SOLVED
         q_done = slots.best_q[done]
-        cost = secondary_cost(
-            robot, q_done, robot.kinematics(q_done, jacobian=True)[1],
-            term_data(None if posture is None else posture[done], None), gains_of(options, posture is not None),
-            BUILT_IN,
+        ranked = Objective(
+            robot, BUILT_IN, gains_of(options, posture is not None),
+            term_data(None if posture is None else posture[done], None),
         )  # fmt: skip
+        cost = ranked.terms_cost(q_done, robot.kinematics(q_done, jacobian=True)[1])
         # float32: the log-determinant rounds to about eps cond(J J^T), ~1e-5 of the rank at ordinary arms
         rtol = 1e-12 if dtype == F64 else (1e-4 if secondary == "manipulability" else 1e-6)
         torch.testing.assert_close(slots.best_score[done], rank_of_cost(cost), rtol=rtol, atol=0)

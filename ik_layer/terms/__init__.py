@@ -17,7 +17,6 @@ from torch import Tensor
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError
-from ik_layer.model.robot import Robot
 from ik_layer.terms.base import SecondaryTerm, TermInput, data_vector, joint_gradient, joints_of
 from ik_layer.terms.centring import CENTRING
 from ik_layer.terms.manipulability import MANIPULABILITY
@@ -39,8 +38,6 @@ __all__ = [
     "rank_of_cost",
     "register_term",
     "registered_terms",
-    "secondary_cost",
-    "secondary_gradient",
     "term_data",
     "term_named",
     "unregister_term",
@@ -149,37 +146,6 @@ def used_terms(gains: tuple[float, ...]) -> frozenset[int]:
 def active_terms(terms: tuple[SecondaryTerm, ...], gains: tuple[float, ...]) -> list[tuple[SecondaryTerm, float]]:
     """The ``terms`` of non-zero gain among ``gains``, with their gains."""
     return [(term, gain) for term, gain in zip(terms, gains, strict=True) if gain != 0]
-
-
-def secondary_cost(
-    robot: Robot,
-    q: Tensor,
-    jac: Tensor,
-    data: Mapping[str, Tensor],
-    gains: tuple[float, ...],
-    terms: tuple[SecondaryTerm, ...],
-) -> Tensor:
-    """The gain-weighted sum of ``terms``' costs (...,) at ``q`` (..., nq) with its pose Jacobian ``jac`` and the
-    terms' per-row ``data`` by name."""
-    total = q.new_zeros(q.shape[:-1])
-    for term, gain in active_terms(terms, gains):
-        total = total + gain * term.cost(robot, q, jac, data.get(term.name))
-    return total
-
-
-def secondary_gradient(
-    robot: Robot,
-    q: Tensor,
-    jac: Tensor,
-    data: Mapping[str, Tensor],
-    gains: tuple[float, ...],
-    terms: tuple[SecondaryTerm, ...],
-) -> Tensor:
-    """The gain-weighted sum of ``terms``' gradients (..., dof) at ``q`` (..., nq)."""
-    total = q.new_zeros(*q.shape[:-1], robot.dof)
-    for term, gain in active_terms(terms, gains):
-        total = total + gain * term.gradient(robot, q, jac, data.get(term.name))
-    return total
 
 
 def rank_of_cost(cost: Tensor) -> Tensor:

@@ -22,10 +22,9 @@ from ik_layer.model.robot import Robot
 from ik_layer.terms import (
     SecondaryTerm,
     TermInput,
+    active_terms,
     gains_of,
     registered_terms,
-    secondary_cost,
-    secondary_gradient,
     term_data,
     used_terms,
 )
@@ -83,9 +82,20 @@ class Objective:
         collision = None if self.collision is None else self.collision.take(rows)
         return Objective(self.robot, self.terms, self.gains, data, collision)
 
+    def terms_cost(self, q: Tensor, jac: Tensor) -> Tensor:
+        """The gain-weighted sum of the secondary terms' costs (...,) at ``q`` (..., nq) with its pose Jacobian
+        ``jac``."""
+        costs = (gain * term.cost(self.robot, q, jac, self.data.get(term.name)) for term, gain in self._active)
+        return sum(costs, q.new_zeros(q.shape[:-1]))
+
     def terms_gradient(self, q: Tensor, jac: Tensor) -> Tensor:
-        """The secondary terms' gradient (..., dof) at ``q`` (..., nq) with its pose Jacobian ``jac``."""
-        return secondary_gradient(self.robot, q, jac, self.data, self.gains, self.terms)
+        """The gain-weighted sum of the secondary terms' gradients (..., dof) at ``q`` (..., nq)."""
+        gradients = (gain * term.gradient(self.robot, q, jac, self.data.get(term.name)) for term, gain in self._active)
+        return sum(gradients, q.new_zeros(*q.shape[:-1], self.robot.dof))
+
+    @property
+    def _active(self) -> list[tuple[SecondaryTerm, float]]:
+        return active_terms(self.terms, self.gains)
 
     def gradient(self, q: Tensor, jac: Tensor) -> Tensor:
         """The objective's gradient (..., dof) at ``q`` (differentiable: the implicit layer's condition)."""
@@ -98,7 +108,7 @@ class Objective:
         """At ``q`` with its pose Jacobian: the objective's cost (...), its gradient (..., dof), the least
         collision distance (...) (+inf without collision) and whether the terms' gradient alone is zero (...) (the
         collision term gates and repairs; it leaves nothing to polish)."""
-        cost = secondary_cost(self.robot, q, jac, self.data, self.gains, self.terms)
+        cost = self.terms_cost(q, jac)
         gradient = self.terms_gradient(q, jac)
         still = (gradient == 0).all(dim=-1)
         if self.collision is None:
