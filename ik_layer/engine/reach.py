@@ -57,9 +57,14 @@ class Reach:
         n, frames = target.shape[0], len(self.radius)
         if not self.bounded:
             return np.zeros(n, dtype=bool)
-        position = _float64(target.reshape(n, frames, 4, 4)[..., :3, 3])
-        weighted = _float64(weights.reshape(n, frames, 6)[..., :3] > 0)  # 0 or 1 (numpy multiplies bools slowly)
-        offset = (position - _like(self.centre, position)) * weighted
+        position = target.reshape(n, frames, 4, 4)[..., :3, 3]
+        weighted = weights.reshape(n, frames, 6)[..., :3] > 0
+        offset: Array
+        if isinstance(position, np.ndarray):  # (numpy subtracts in float64, float64 centres from any reals)
+            offset = np.where(weighted, position - self.centre, 0.0)
+        else:
+            assert isinstance(weighted, Tensor)
+            offset = (position.double() - _like(self.centre, position)) * weighted.double()
         squared = offset * offset
         distance = squared[..., 0] + squared[..., 1] + squared[..., 2]  # the same sum on every device
         far = _host(distance > _like(self._squared_limit(position_tolerance), distance))
@@ -77,11 +82,6 @@ class Reach:
     def _squared_limits(self) -> dict[float, np.ndarray]:
         """:meth:`_squared_limit` by tolerance, as computed."""
         return {}
-
-
-def _float64(x: Array) -> Array:
-    """``x`` in float64, of its own kind."""
-    return x.double() if isinstance(x, Tensor) else x.astype(np.float64)
 
 
 def _like(values: np.ndarray, like: Array) -> Array:

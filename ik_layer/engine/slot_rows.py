@@ -80,6 +80,10 @@ class RowLayout:
         self._add("answer", "best_least", ())
         for buffer in _WORDS:  # rows start aligned for the reals in them
             self.widths[buffer] = -(-self.widths[buffer] // self.words_per_real) * self.words_per_real
+        self._columns_of = {  # each buffer's fields, in order
+            buffer: [(name, column) for name, column in self.columns.items() if column.buffer == buffer]
+            for buffer in BUFFERS
+        }
 
     def _add(self, buffer: str, name: str, shape: tuple[int, ...], real: bool = False) -> None:
         first = self.widths[buffer]
@@ -101,9 +105,7 @@ class RowLayout:
         (n, *shape)."""
         n = len(rows)
         views: dict[str, Rows] = {}
-        for name, column in self.columns.items():
-            if column.buffer != buffer:
-                continue
+        for name, column in self._columns_of[buffer]:
             part = rows[:, column.first : column.first + column.width]
             if isinstance(part, np.ndarray):
                 part = part.view(self.real) if column.real and buffer in _WORDS else part  # the real's bits

@@ -195,6 +195,7 @@ class Slots(ABC, Generic[StoreArray]):
         start["status"][:] = RUNNING
         start["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
         self._settings_kept: tuple[tuple[SolveOptions, tuple[float, ...], int], np.ndarray] | None = None
+        self._gains_kept: dict[tuple[SolveOptions, bool], tuple[float, ...]] = {}  # by options and posture
 
     # ------------------------------------------------------------------------ what each store defines
 
@@ -452,7 +453,13 @@ class Slots(ABC, Generic[StoreArray]):
         Raises:
             IKLayerError: the problem adds a term registered after these slots were made.
         """
-        return gains_of(problem.options, problem.posture is not None, problem.terms, self.terms)
+        if problem.terms:
+            return gains_of(problem.options, problem.posture is not None, problem.terms, self.terms)
+        key = (problem.options, problem.posture is not None)  # most problems: the options' terms alone
+        gains = self._gains_kept.get(key)
+        if gains is None:
+            gains = self._gains_kept[key] = gains_of(problem.options, key[1], None, self.terms)
+        return gains
 
     def kernel_terms(self, used: frozenset[int]) -> tuple[KernelTerm, ...]:
         """The terms ``used`` (indices in :attr:`terms`) as the kernel compiles them in."""
