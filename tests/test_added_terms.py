@@ -325,3 +325,21 @@ async def test_the_client_sends_the_term_in_chunks(api: tuple[FastAPI, httpx.Asy
     local = ik_layer.solve(robot, target, warm_start=start, terms={"joint_pull": (0.5, data)})
     assert result.q.shape == (2, 5, 7) and bool(result.success.all())
     torch.testing.assert_close(result.q, local.q, rtol=0, atol=1e-5)
+
+
+def test_the_server_refuses_terms_it_cannot_import() -> None:
+    from ik_layer.server.added_terms import register_terms
+
+    for spec, message in {
+        "joint_pull": "module:NAME",
+        "no_such_module_here:TERM": "does not import",
+        f"{__name__}:NOTHING": "does not import",
+        "json:dumps": "not an ik_layer.terms.SecondaryTerm",
+    }.items():
+        with pytest.raises(IKLayerError, match=message):
+            register_terms([spec])
+    try:
+        register_terms([f"{__name__}:JOINT_PULL", f"{__name__}:JOINT_PULL"])  # once, however often named
+        assert registered_terms().count(JOINT_PULL) == 1
+    finally:
+        forget()
