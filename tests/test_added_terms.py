@@ -231,6 +231,15 @@ def test_bad_uses_are_refused_naming_the_term(added: JointPull) -> None:
         unregister_term("posture")
 
 
+def test_a_trajectory_refuses_added_terms(added: JointPull) -> None:
+    """A trajectory frame's answer is the one nearest its pull point: no secondary term, added ones included."""
+    robot = ik_layer.load_robot("panda", dtype=F64)
+    q = robot.random_q((5,), generator=gen(19))
+    terms = {added.name: (0.5, pull_data(robot, q, [1.0] * 7))}
+    with pytest.raises(IKLayerError, match="added terms"):
+        ik_layer.solve_trajectory(robot, robot.fk(q), dt=0.01, terms=terms)
+
+
 def test_an_engine_built_before_the_term_refuses_it() -> None:
     robot = ik_layer.load_robot("panda", dtype=F64)
     engine = Engine(robot, capacity=8)

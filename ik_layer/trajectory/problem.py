@@ -119,10 +119,10 @@ class TrajectoryProblem:
             **option_changes,
         )
         opts = checked.options
-        if opts.centring or opts.manipulability or opts.self_collision:
+        if opts.centring or opts.manipulability or opts.self_collision or checked.terms:
             raise IKLayerError(
-                "solve_trajectory takes no centring, manipulability or self_collision: a frame's answer is the one "
-                "nearest its pull point (see ik_layer.trajectory.problem)"
+                "solve_trajectory takes no centring, manipulability, self_collision or added terms: a frame's answer "
+                "is the one nearest its pull point (see ik_layer.trajectory.problem)"
             )
         if len(checked.batch) == 0 or checked.batch[-1] == 0:
             shape = ", ".join(map(str, robot.target_shape[:-2]))
