@@ -178,10 +178,14 @@ def rotation_matrices(q: np.ndarray) -> np.ndarray:
     return entries.reshape(*q.shape[:-1], 3, 3)
 
 
+_TINY = {np.dtype(t): np.finfo(t).tiny for t in (np.float32, np.float64)}  # the smallest normal of each dtype
+
+
 def _unit_quaternion(q: np.ndarray, name: str) -> np.ndarray:
     """``q`` (..., 4) over its norm; scaled by its largest entry first, so huge quaternions do not overflow."""
-    scale = np.maximum(abs(q).max(axis=-1, keepdims=True, initial=0.0), np.finfo(q.dtype).tiny)
-    norm = np.linalg.norm(q / scale, axis=-1, keepdims=True)
+    scale = np.maximum(abs(q).max(axis=-1, keepdims=True, initial=0.0), _TINY.get(q.dtype) or np.finfo(q.dtype).tiny)
+    scaled = q / scale
+    norm = np.sqrt((scaled * scaled).sum(axis=-1, keepdims=True))  # np.linalg.norm's own arithmetic, less its calls
     if (norm * scale < MIN_QUATERNION_NORM).any():
         raise NonFiniteError(f"{name} has zero norm; a rotation needs a non-zero quaternion")
-    return q / scale / norm
+    return scaled / norm
