@@ -285,7 +285,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
     problems = []
     start = 0
     for job in jobs:
-        rows = checked if len(jobs) == 1 else checked.select(slice(start, start + job.rows))
+        rows = checked.select(slice(start, start + job.rows))
         start += job.rows
         try:
             problems.append(

@@ -45,7 +45,7 @@ def joined(parts: Sequence[Request]) -> IKResult:
     """The answers of finished ``parts`` (rows in order), on the CPU."""
     results = [part.result() for part in parts]
     if len(results) == 1:  # most requests: one part
-        return results[0] if results[0].success.is_cpu else results[0].map(Tensor.cpu)
+        return results[0].map(Tensor.cpu)
     given = [f.name for f in fields(IKResult) if getattr(results[0], f.name) is not None]  # (None: not measured)
     return IKResult(**{name: torch.cat([getattr(r, name) for r in results]).cpu() for name in given})
 
@@ -57,9 +57,8 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    result = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
-    if not result.success.is_cpu:  # a search's answers: on the robot's device
-        result = result.map(Tensor.cpu)
+    flat = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
+    result = flat.map(Tensor.cpu)  # (a search's: on the robot's device)
     if job.goal_counts is not None:
         result = _best_goals(robot, job, result, job.goal_counts)
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)

@@ -153,7 +153,10 @@ class Problem:
         return self.target.shape[0]
 
     def select(self, rows: slice) -> Problem:
-        """The targets ``rows`` (consecutive) as a problem of their own, flat."""
+        """The targets ``rows`` (consecutive) as a problem of their own, flat (this problem itself where it is flat
+        and ``rows`` are all of them)."""
+        if len(self.batch) == 1 and range(self.rows)[rows] == range(self.rows):
+            return self
         part = self.target[rows]
         return replace(
             self,
