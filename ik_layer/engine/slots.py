@@ -41,7 +41,7 @@ from ik_layer.model.robot import Robot
 from ik_layer.model.warp_chain import bind_chain
 from ik_layer.model.warp_runtime import bind_struct, init_warp
 from ik_layer.terms import TermInput, gains_of, registered_terms, term_data, used_terms
-from ik_layer.terms.kernel_sum import KernelTerm, data_columns, kernel_terms
+from ik_layer.terms.kernel_sum import KernelTerm
 
 if TYPE_CHECKING:
     from warp._src.codegen import Struct  # what @wp.struct returns; warp exports no public name for it
@@ -155,11 +155,11 @@ class Slots(ABC, Generic[StoreArray]):
         count = _Placement(dtype=torch.int32, device=self.device)
 
         self.terms = registered_terms()  # the secondary terms, in the order of the gains and data columns
-        firsts, data_width = data_columns(self.terms, self.layout)
-        self.data_of = {  # each term's columns of the data
-            term.name: slice(first, first + term.data_size(self.layout))
-            for term, first in zip(self.terms, firsts, strict=True)
-        }
+        self.data_of: dict[str, slice] = {}  # each term's columns of the data, one term after the other
+        data_width = 0
+        for term in self.terms:
+            self.data_of[term.name] = slice(data_width, data_width + term.data_size(self.layout))
+            data_width = self.data_of[term.name].stop
         self.rows = RowLayout(self.dtype, frames, nq, len(self.terms), data_width)
         self.buffers = self.rows.allocate(n, self.device)
         for buffer, rows in self.buffers.items():
@@ -463,7 +463,7 @@ class Slots(ABC, Generic[StoreArray]):
 
     def kernel_terms(self, used: frozenset[int]) -> tuple[KernelTerm, ...]:
         """The terms ``used`` (indices in :attr:`terms`) as the kernel compiles them in."""
-        return kernel_terms(self.terms, self.layout, used)
+        return tuple(KernelTerm(k, self.terms[k], self.data_of[self.terms[k].name].start) for k in sorted(used))
 
     def forget_terms(self) -> None:
         """Let the launches drop the secondary and collision terms: call when no slot runs (the next admissions add

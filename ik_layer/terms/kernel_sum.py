@@ -11,7 +11,7 @@ from ik_layer.model.chain import Layout
 from ik_layer.model.kernel_types import kernel_types
 from ik_layer.terms.base import SecondaryTerm, data_vector
 
-__all__ = ["KernelTerm", "data_columns", "kernel_terms", "secondary_function"]
+__all__ = ["KernelTerm", "secondary_function"]
 
 
 class KernelTerm(NamedTuple):
@@ -23,27 +23,12 @@ class KernelTerm(NamedTuple):
     first: int
 
 
-def data_columns(terms: tuple[SecondaryTerm, ...], layout: Layout) -> tuple[tuple[int, ...], int]:
-    """The first data column of each of ``terms`` (in order, each after the one before) and their total width."""
-    firsts, width = [], 0
-    for term in terms:
-        firsts.append(width)
-        width += term.data_size(layout)
-    return tuple(firsts), width
-
-
-def kernel_terms(terms: tuple[SecondaryTerm, ...], layout: Layout, used: frozenset[int]) -> tuple[KernelTerm, ...]:
-    """The ``used`` (indices) of ``terms`` (an engine's, in the order of its gains) as the kernel compiles them."""
-    firsts, _ = data_columns(terms, layout)
-    return tuple(KernelTerm(k, terms[k], firsts[k]) for k in sorted(used))
-
-
 @functools.cache
 def secondary_function(layout: Layout, dtype: torch.dtype, terms: tuple[KernelTerm, ...]) -> Any:
     """The kernel's ``(q: vecq, jac: jac_t, data: array2d, gains: array2d, i: int, chain: Chain) -> (vect, f)``:
-    the gain-weighted sum of the gradients and of the costs of ``terms`` (:func:`kernel_terms`; a term of gain 0
-    skipped) at slot ``i``, for a robot of ``layout`` in ``dtype`` floats, each term handed its columns of the
-    slot's ``data`` row.
+    the gain-weighted sum of the gradients and of the costs of ``terms``
+    (:meth:`~ik_layer.engine.slots.Slots.kernel_terms`; a term of gain 0 skipped) at slot ``i``, for a robot of
+    ``layout`` in ``dtype`` floats, each term handed its columns of the slot's ``data`` row.
 
     Built one term at a time, each function calling the sum of the terms before it: every term a closure
     constant of its own function, which warp's module hash sees (an unrolled ``wp.static`` over the terms would

@@ -181,7 +181,7 @@ def lm_block_kernel(
     sphere_layout: SphereLayout | None = None,
 ) -> wp.Kernel:
     """The LM block kernel for a robot of ``layout`` and ``dtype`` floats, with the secondary ``terms``
-    (:func:`~ik_layer.terms.kernel_sum.kernel_terms`; each slot's gains switch them on) compiled in, and the
+    (:meth:`~ik_layer.engine.slots.Slots.kernel_terms`; each slot's gains switch them on) compiled in, and the
     collision term (:mod:`~ik_layer.engine.device.collision_step`) for the robot's collision spheres of
     ``sphere_layout`` where given (each slot's scene and ``self_collision`` switch it on).
 
