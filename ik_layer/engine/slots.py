@@ -191,6 +191,7 @@ class Slots(ABC, Generic[StoreArray]):
         names = [name for struct in slot_structs(self.dtype) for name in struct.vars]
         self.fields: dict[str, StoreArray] = {name: self.array(getattr(self, name)) for name in names}
         self.rows_of: dict[str, StoreArray] = {name: self.array(rows) for name, rows in self.buffers.items()}
+        self._given_views: dict[str, StoreArray] = self.rows.views("given", self.rows_of["given"])  # by field
         self._counts_at_start, start = self.rows.host_words("counts", 1)  # an admitted slot's counts
         start["status"][:] = RUNNING
         start["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
@@ -349,9 +350,10 @@ class Slots(ABC, Generic[StoreArray]):
         target = self.array(target).reshape(-1, frames, 4, 4)
         if into is None:
             rows = self.array(torch.empty(len(target), self.rows.widths["given"], dtype=self.dtype, device=self.device))
+            put = self.rows.views("given", rows)
         else:
             rows = self.rows_of["given"][into]
-        put = self.rows.views("given", rows)
+            put = {name: view[into] for name, view in self._given_views.items()}  # (views of the slots' rows)
         put["target_rot"][:] = target[:, :, :3, :3]
         put["target_pos"][:] = target[:, :, :3, 3]
         put["weights"][:] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
