@@ -106,10 +106,8 @@ class Request:
         first = self.initial.expand(n, -1) if self.start is None else self.start[:, 0]
         nq = first.shape[-1]
         # The answers, laid out as the slots' answer rows (best q, errors, least distance: one copy takes them).
-        self.answer = torch.empty(n, nq + 3, dtype=first.dtype, device=first.device)
+        self.answer = torch.cat((first, first.new_full((n, 3), torch.inf)), -1)  # q first, errors unmeasured
         self.q, self.error = self.answer[:, :nq], self.answer[:, nq : nq + 2]  # at q: [m], [rad]
-        self.q.copy_(first)
-        self.error.fill_(torch.inf)
         self.moves: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, slots) whose answers are to be taken
         self.least = None  # with a collision term: the least distance at q [m] (NaN until measured) and its pair
         self.pair = None  # (the kernel's, in its sphere order, until finish)
