@@ -72,3 +72,35 @@ def test_as_checked_keeps_valid_inputs_and_check_rigid_takes_tensors():
         host.check_rigid(moved, "t")
     host.check_rigid(moved.float(), "t")
     assert torch.equal(moved, before)  # the checks change copies only
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_check_rigid_takes_one_transform_as_it_takes_a_stack(dtype):
+    """One transform is accepted in plain floats; a stack of two goes through the arrays' checks: they agree on
+    transforms perturbed about the tolerance (entries, bottom row, a reflection, NaN and infinities)."""
+    rng = np.random.default_rng(5)
+    tol = 1e-6 if dtype == np.float64 else 1e-3
+    base = random_transforms(200, seed=6).numpy()
+    kinds = 0
+    for k, t in enumerate(base):
+        t = t.copy()
+        row, col = rng.integers(0, 4, 2)
+        t[row, col] += rng.choice([0.0, 0.3, 0.6, 1.2, 3.0]) * tol * rng.choice([-1, 1])
+        if k % 17 == 0:
+            t[:3, 0] *= -1  # a reflection
+        if k % 23 == 0:
+            t[row, col] = rng.choice([np.nan, np.inf, -np.inf])
+        t = t.astype(dtype)
+
+        def refusal(x):
+            try:
+                with np.errstate(invalid="ignore", over="ignore"):  # (the arrays' sums of NaN)
+                    host.check_rigid(x, "t")
+            except IKLayerError as err:
+                return str(err)
+            return None
+
+        one, stacked = refusal(t), refusal(np.stack((t, t)))
+        assert one == stacked, (k, t)
+        kinds += one is None
+    assert 0 < kinds < len(base)  # both outcomes occur

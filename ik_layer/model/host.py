@@ -58,6 +58,12 @@ def check_rigid(t: Any, name: str) -> None:
     if math.prod(t.shape) == 0:
         return
     tol = 1e-6 if t.itemsize == 8 else 1e-3
+    if (
+        isinstance(t, np.ndarray)
+        and t.size == 16
+        and _is_rigid(t.tolist() if t.ndim == 2 else t.reshape(4, 4).tolist(), tol)
+    ):
+        return  # one transform, accepted in plain floats (a few us; the arrays' checks below explain a refusal)
     rot = t[..., :3, :3]
     gram = rot.swapaxes(-1, -2) @ rot  # a new array: its diagonal (every 4th of 9 entries) may change in place
     gram.reshape(*gram.shape[:-2], 9)[..., ::4] -= 1
@@ -69,6 +75,16 @@ def check_rigid(t: Any, name: str) -> None:
     bottom[..., 3] -= 1
     if not bool(abs(bottom).max() <= tol):
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")
+
+
+def _is_rigid(t: list[list[float]], tol: float) -> bool:
+    """Whether one transform ``t`` (4 rows of 4 floats) passes :func:`check_rigid`'s tests: the same sums, in plain
+    floats (a NaN fails every comparison)."""
+    (a, b, c, _), (d, e, f, _), (g, h, i, _), (w0, w1, w2, w3) = t
+    off = (a * b + d * e + g * h, a * c + d * f + g * i, b * c + e * f + h * i, w0, w1, w2, w3 - 1)
+    diagonal = (a * a + d * d + g * g - 1, b * b + e * e + h * h - 1, c * c + f * f + i * i - 1)
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    return det >= 0 and all(abs(x) <= tol for x in off) and all(abs(x) <= tol for x in diagonal)
 
 
 def _determinant(rot: Any) -> Any:
