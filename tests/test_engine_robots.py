@@ -192,6 +192,25 @@ def test_a_frame_out_of_reach_gives_the_target_up_early():
     assert bool(result.success.all())
 
 
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_one_target_is_ruled_out_as_in_a_batch(dtype):
+    """One host target of one frame is measured in plain floats (the lone solve's path): the same answers as the
+    arrays' path of a batch, on targets about the reach's boundary, with position axes weighted or not."""
+    robot = ik_layer.load_robot("ur5e", dtype=dtype)
+    bound = reach(robot.chains)
+    g = torch.Generator().manual_seed(37)
+    target = robot.fk(robot.random_q((300,), generator=g))
+    direction = torch.randn(300, 3, generator=g, dtype=F64)
+    scale = bound.radius[0] * (1 + torch.randn(300, dtype=F64) * 1e-3)  # about the boundary
+    centre = torch.from_numpy(bound.centre[0])
+    target[:, :3, 3] = (centre + scale[:, None] * direction / direction.norm(dim=-1)[:, None]).to(dtype)
+    weights = (torch.rand(300, 6, generator=g, dtype=F64) > 0.2).to(dtype)
+    batch = bound.beyond(target.numpy(), weights.numpy(), 1e-4)
+    one = [bool(bound.beyond(target[i : i + 1].numpy(), weights[i : i + 1].numpy(), 1e-4)[0]) for i in range(300)]
+    assert one == batch.tolist()
+    assert 0 < sum(one) < 300  # both answers occur
+
+
 @pytest.mark.parametrize("name", ROBOTS)
 def test_a_start_outside_the_limits_begins_as_robot_wrap_puts_it(name: str) -> None:
     """The kernel brings given starts inside the limits as :meth:`Robot.wrap`: joints past their limits, and a

@@ -57,6 +57,8 @@ class Reach:
         n, frames = target.shape[0], len(self.radius)
         if not self.bounded:
             return np.zeros(n, dtype=bool)
+        if n == 1 and frames == 1 and isinstance(target, np.ndarray) and isinstance(weights, np.ndarray):
+            return np.array([self._beyond_one(target, weights, position_tolerance)])
         position = target.reshape(n, frames, 4, 4)[..., :3, 3]
         weighted = weights.reshape(n, frames, 6)[..., :3] > 0
         offset: Array
@@ -69,6 +71,19 @@ class Reach:
         distance = squared[..., 0] + squared[..., 1] + squared[..., 2]  # the same sum on every device
         far = _host(distance > _like(self._squared_limit(position_tolerance), distance))
         return far[:, 0] if frames == 1 else np.asarray(far.any(axis=-1))  # (n,): an array, as numpy's stubs miss
+
+    def _beyond_one(self, target: np.ndarray, weights: np.ndarray, position_tolerance: float) -> bool:
+        """:meth:`beyond` of one host target of one frame, in plain floats: the same float64 arithmetic, without the
+        arrays' per-call costs."""
+        rows, weight = target.reshape(4, 4).tolist(), weights.reshape(6).tolist()
+        offset = [rows[axis][3] - self._centre_floats[axis] if weight[axis] > 0 else 0.0 for axis in range(3)]
+        distance = offset[0] * offset[0] + offset[1] * offset[1] + offset[2] * offset[2]
+        return distance > float(self._squared_limit(position_tolerance)[0])
+
+    @functools.cached_property
+    def _centre_floats(self) -> list[float]:
+        """The first frame's ``centre`` as floats."""
+        return self.centre[0].tolist()
 
     def _squared_limit(self, position_tolerance: float) -> np.ndarray:
         """(F,) the squared distances beyond which a frame's target is out of reach, for ``position_tolerance``."""
