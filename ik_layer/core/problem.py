@@ -84,7 +84,7 @@ class Problem:
         """
         if option_changes or not isinstance(options, SolveOptions):
             options = SolveOptions.build(options, **option_changes)
-        targets = Problem.of_targets(robot, target, weights)
+        targets = Problem.of_targets(robot, target, weights, options)
         goals = 0
         if goal_set is not False:
             goals = _goal_count(robot, goal_set, target.shape, targets.batch)
@@ -100,10 +100,12 @@ class Problem:
         return replace(problem, goals=goals) if goals else problem
 
     @staticmethod
-    def of_targets(robot: Robot, target: Tensor, weights: Tensor | None = None) -> Problem:
-        """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with the default
-        options and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of several
-        problems at once, then each problem's own inputs).
+    def of_targets(
+        robot: Robot, target: Tensor, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
+    ) -> Problem:
+        """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with ``options``
+        (taken as they are) and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of
+        several problems at once, then each problem's own inputs).
 
         Raises:
             IKLayerError: an argument is invalid; the message names it.
@@ -116,7 +118,7 @@ class Problem:
         batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
         flat = target_t.reshape(-1, *robot.target_shape)
         n = flat.shape[0]
-        return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=_DEFAULTS)
+        return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=options)
 
     def with_inputs(
         self,
@@ -136,8 +138,11 @@ class Problem:
             IKLayerError: an argument is invalid; the message names it.
         """
         _check_terms(robot, options)
-        scenes = check_scenes(obstacles, self.rows)
+        plain = warm_start is None and posture is None and not obstacles and not terms
+        scenes = self.obstacles if plain else check_scenes(obstacles, self.rows)
         check_collision(robot, options, scenes)
+        if plain and options is self.options:
+            return self  # (targets and options alone: nothing to add)
         return replace(
             self,
             options=options,

@@ -389,7 +389,7 @@ class Slots(ABC, Generic[StoreArray]):
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k = len(rng_offset)
-        settings = np.repeat(self._settings_of(options, gains, pool), k, axis=0)
+        settings = self._settings_of(options, gains, pool).repeat(k, axis=0)
         column = self.rows.columns
         settings[:, column["budget"].first] = options.max_iterations if budget is None else budget
         first = column["scene"].first
@@ -397,7 +397,7 @@ class Slots(ABC, Generic[StoreArray]):
         settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
         settings[:, column["rng"].first] = rng_offset
         settings[:, column["rng_seed"].first] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        counts = np.repeat(self._counts_at_start, k, axis=0)
+        counts = self._counts_at_start.repeat(k, axis=0)
         self.terms_used |= used_terms(gains)
         with_obstacles = scene[1] > 0 if isinstance(scene, tuple) else bool(scene[:, 1].any())
         self.collision_used |= with_obstacles or bool(options.self_collision)
