@@ -76,8 +76,9 @@ def test_as_checked_keeps_valid_inputs_and_check_rigid_takes_tensors():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_check_rigid_takes_one_transform_as_it_takes_a_stack(dtype):
-    """One transform is accepted in plain floats; a stack of two goes through the arrays' checks: they agree on
-    transforms perturbed about the tolerance (entries, bottom row, a reflection, NaN and infinities)."""
+    """One transform is accepted in plain floats (:func:`host.is_one_rigid`, which also wants finite entries); a
+    stack of two goes through the arrays' checks: they agree on transforms perturbed about the tolerance (entries,
+    bottom row, a reflection, NaN and infinities)."""
     rng = np.random.default_rng(5)
     tol = 1e-6 if dtype == np.float64 else 1e-3
     base = random_transforms(200, seed=6).numpy()
@@ -102,5 +103,6 @@ def test_check_rigid_takes_one_transform_as_it_takes_a_stack(dtype):
 
         one, stacked = refusal(t), refusal(np.stack((t, t)))
         assert one == stacked, (k, t)
+        assert host.is_one_rigid(t) == (one is None and bool(np.isfinite(t).all())), (k, t)
         kinds += one is None
     assert 0 < kinds < len(base)  # both outcomes occur

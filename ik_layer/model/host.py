@@ -21,6 +21,7 @@ __all__ = [
     "as_checked",
     "check_quaternion_norm",
     "check_rigid",
+    "is_one_rigid",
     "matrix_to_pose",
     "pose_to_matrix",
     "rotation_entries",
@@ -57,13 +58,9 @@ def check_rigid(t: Any, name: str) -> None:
     """
     if math.prod(t.shape) == 0:
         return
-    tol = 1e-6 if t.itemsize == 8 else 1e-3
-    if (
-        isinstance(t, np.ndarray)
-        and t.size == 16
-        and _is_rigid(t.tolist() if t.ndim == 2 else t.reshape(4, 4).tolist(), tol)
-    ):
-        return  # one transform, accepted in plain floats (a few us; the arrays' checks below explain a refusal)
+    if isinstance(t, np.ndarray) and is_one_rigid(t):
+        return  # (a few us; the arrays' checks below explain a refusal)
+    tol = _tolerance(t)
     rot = t[..., :3, :3]
     gram = rot.swapaxes(-1, -2) @ rot  # a new array: its diagonal (every 4th of 9 entries) may change in place
     gram.reshape(*gram.shape[:-2], 9)[..., ::4] -= 1
@@ -77,14 +74,24 @@ def check_rigid(t: Any, name: str) -> None:
         raise IKLayerError(f"{name} bottom rows must be [0, 0, 0, 1]")
 
 
-def _is_rigid(t: list[list[float]], tol: float) -> bool:
-    """Whether one transform ``t`` (4 rows of 4 floats) passes :func:`check_rigid`'s tests: the same sums, in plain
-    floats (a NaN fails every comparison)."""
-    (a, b, c, _), (d, e, f, _), (g, h, i, _), (w0, w1, w2, w3) = t
+def is_one_rigid(t: np.ndarray) -> bool:
+    """Whether ``t`` is one transform (16 values) with finite entries that :func:`check_rigid` takes: its tests, the
+    same sums, in plain floats (a NaN fails every comparison) for a few microseconds; False says nothing more (the
+    arrays' checks explain a refusal)."""
+    if t.size != 16:
+        return False
+    tol = _tolerance(t)
+    (a, b, c, x), (d, e, f, y), (g, h, i, z), (w0, w1, w2, w3) = t.reshape(4, 4).tolist()
     off = (a * b + d * e + g * h, a * c + d * f + g * i, b * c + e * f + h * i, w0, w1, w2, w3 - 1)
     diagonal = (a * a + d * d + g * g - 1, b * b + e * e + h * h - 1, c * c + f * f + i * i - 1)
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-    return det >= 0 and all(abs(x) <= tol for x in off) and all(abs(x) <= tol for x in diagonal)
+    finite = abs(x) < math.inf and abs(y) < math.inf and abs(z) < math.inf
+    return det >= 0 and finite and all(abs(v) <= tol for v in off) and all(abs(v) <= tol for v in diagonal)
+
+
+def _tolerance(t: Any) -> float:
+    """:func:`check_rigid`'s tolerance for ``t``'s dtype: 1e-6 for float64, else 1e-3."""
+    return 1e-6 if t.itemsize == 8 else 1e-3
 
 
 def _determinant(rot: Any) -> Any:

@@ -31,6 +31,7 @@ from ik_layer.model.host import (
     MIN_QUATERNION_NORM,
     check_quaternion_norm,
     check_rigid,
+    is_one_rigid,
     rotation_entries,
     rotation_matrices,
 )
@@ -319,7 +320,8 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
         return pose_to_matrix(target, name)
     if target.dim() >= 2 and tuple(target.shape[-2:]) == (4, 4):
         values = host_values(target)
-        _check_values(name, values)
-        check_rigid(values, name)
+        if not (isinstance(values, np.ndarray) and is_one_rigid(values)):  # (one host transform: a few us)
+            _check_values(name, values)
+            check_rigid(values, name)
         return target
     raise ShapeError(f"{name} must have shape (..., 7) or (..., 4, 4), got {tuple(target.shape)}")
