@@ -52,11 +52,9 @@ class CollisionCost:
         a list of lists: one scene per target, see :func:`~ik_layer.collision.shapes.check_scenes`) with
         ``options`` (its ``self_collision``, ``collision_margin`` and ``collision_activation``), or None where
         neither obstacles nor self-collision are asked for."""
-        if robot.collision is None:
+        if robot.collision is None or not (options.self_collision or any(obstacles)):  # (any form: any shape)
             return None  # (Problem refuses obstacles and self-collision for a robot without spheres)
         scenes = as_scenes(obstacles)
-        if not (any(scenes) or options.self_collision):
-            return None
         packed = PackedObstacles.of(scenes, robot.dtype, robot.device)
         margin, activation = options.collision_margin, options.collision_activation
         return CollisionCost(robot.collision, packed, bool(options.self_collision), margin, activation)

@@ -344,11 +344,12 @@ class Engine:
         as if it had placed its seeds."""
         options, slots, n = problem.options, self.slots, problem.rows
         start = first_starts(problem)
-        unreachable = self._beyond_reach(problem)
+        target, weights = slots.array(problem.target), slots.array(problem.weights)
+        unreachable = self._reach.beyond(target, weights, options.position_tolerance)
         placed = slice(0, n)
         gains = slots.gains_of(problem)  # (refuses a term added after the engine was built)
         slots.forget_terms()
-        given = slots.pack(problem.target, None if start is None else start[:, 0], weights=problem.weights,
+        given = slots.pack(target, None if start is None else start[:, 0], weights=weights,
                            data=term_data(problem.posture, problem.terms), into=placed)  # fmt: skip
         slots.place(
             placed, None, options, gains=gains, random=start is None, seed=seed,

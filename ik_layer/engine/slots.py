@@ -195,7 +195,7 @@ class Slots(ABC, Generic[StoreArray]):
         self._counts_at_start, start = self.rows.host_words("counts", 1)  # an admitted slot's counts
         start["status"][:] = RUNNING
         start["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
-        self._settings_kept: tuple[tuple[SolveOptions, tuple[float, ...], int], np.ndarray] | None = None
+        self._settings_kept: tuple[tuple[object, ...], np.ndarray] | None = None
         self._gains_kept: dict[tuple[SolveOptions, bool], tuple[float, ...]] = {}  # by options and posture
 
     # ------------------------------------------------------------------------ what each store defines
@@ -388,20 +388,21 @@ class Slots(ABC, Generic[StoreArray]):
 
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
-        k = len(rng_offset)
-        settings = self._settings_of(options, gains, pool).repeat(k, axis=0)
-        column = self.rows.columns
-        settings[:, column["budget"].first] = options.max_iterations if budget is None else budget
-        first = column["scene"].first
-        settings[:, first : first + 2] = scene
-        settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
+        k, column = len(rng_offset), self.rows.columns
+        shared = isinstance(scene, tuple) and isinstance(random, bool)  # (most calls: one row for every slot)
+        settings = self._settings_of(options, gains, pool, (scene, random) if shared else None).repeat(k, axis=0)
+        if not shared:
+            first = column["scene"].first
+            settings[:, first : first + 2] = scene
+            settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
+        if budget is not None:
+            settings[:, column["budget"].first] = budget
         settings[:, column["rng"].first] = rng_offset
         settings[:, column["rng_seed"].first] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        counts = self._counts_at_start.repeat(k, axis=0)
         self.terms_used |= used_terms(gains)
         with_obstacles = scene[1] > 0 if isinstance(scene, tuple) else bool(scene[:, 1].any())
         self.collision_used |= with_obstacles or bool(options.self_collision)
-        arrays = [settings, counts]
+        arrays = [settings, self._counts_at_start]  # (one row of counts for every slot)
         arrays += [] if isinstance(index, slice) else [np.asarray(index, dtype=np.int64)]
         arrays += [] if isinstance(of, slice) else [np.asarray(of, dtype=np.int64)]
         staged = self.stage_all(arrays)
@@ -415,11 +416,18 @@ class Slots(ABC, Generic[StoreArray]):
         if q is not None:
             self.fields["q"][into] = q
 
-    def _settings_of(self, options: SolveOptions, gains: tuple[float, ...], pool: int) -> np.ndarray:
-        """(1, width) the ``settings`` row of a slot with ``options``, the secondary terms' ``gains`` and start
-        ``pool``, less its budget, scene, start and restart stream (:meth:`place` sets them per slot); the last one
-        made is kept (most steps admit seeds of one request)."""
-        key = (options, gains, pool)
+    def _settings_of(
+        self,
+        options: SolveOptions,
+        gains: tuple[float, ...],
+        pool: int,
+        shared: tuple[tuple[int, int], bool] | None = None,
+    ) -> np.ndarray:
+        """(1, width) the ``settings`` row of a slot with ``options`` (its budget), the secondary terms' ``gains``,
+        start ``pool`` and, if ``shared``, its scene and whether the kernel draws its start; less its restart stream
+        (:meth:`place` sets it per slot, and the rest where not shared); the last one made is kept (most steps admit
+        seeds of one request)."""
+        key = (options, gains, pool, shared)
         if self._settings_kept is not None and self._settings_kept[0] == key:
             return self._settings_kept[1]
         row, put = self.rows.host_words("settings", 1)
@@ -428,11 +436,14 @@ class Slots(ABC, Generic[StoreArray]):
         put["gains"][:] = gains
         put["collision"][:] = (options.collision_margin, options.collision_activation)
         put["mu"][:] = LM.mu_init
+        put["budget"][:] = options.max_iterations
         put["restart_after"][:] = options.restart_after
         put["check_every"][:] = options.check_every
         put["self_collision"][:] = options.self_collision
         put["pool"][:] = pool
         put["polish_from"][:] = -1
+        if shared is not None:
+            put["scene"][:], put["random_start"][:] = shared
         self._settings_kept = (key, row)
         return row
 
