@@ -7,6 +7,8 @@ server take the result as it is.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -113,11 +115,13 @@ class Problem:
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
         target_t = robot.check_target(target)
-        if target_t.numel() and float(_largest_abs(host_values(target_t)[..., :3, 3])) > MAX_TARGET_DISTANCE:
+        values = host_values(target_t)
+        if math.prod(values.shape) and float(_largest_abs(values[..., :3, 3])) > MAX_TARGET_DISTANCE:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
-        batch = target_t.shape[: target_t.dim() - len(robot.target_shape)]
-        flat = target_t.reshape(-1, *robot.target_shape)
-        n = flat.shape[0]
+        shape = robot.target_shape
+        batch = target_t.shape[: target_t.dim() - len(shape)]
+        flat = target_t.reshape(-1, *shape)
+        n = math.prod(batch)
         return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=options)
 
     def with_inputs(
@@ -152,7 +156,7 @@ class Problem:
             terms=_given_terms(robot, terms, self.batch, self.rows),
         )
 
-    @property
+    @functools.cached_property
     def rows(self) -> int:
         """Number of targets ``n``."""
         return self.target.shape[0]
