@@ -178,7 +178,7 @@ def solve_problem(
     def run(part: Problem) -> IKResult:
         if reference:
             return solve_reference(robot, part, generator, deadline)
-        seed = int(torch.randint(0, 2**31 - 1, (1,), device=robot.device, generator=generator))
+        seed = draw_seed(robot.device, generator)
         if engine is not None:
             return engine.solve(part, seed, deadline)
         shared, lock = engines.get(robot, part.rows * part.options.num_seeds)
@@ -191,6 +191,20 @@ def solve_problem(
         return run(problem)
     flat = solve_set(robot, objective_problem(robot, problem, objective), k, objective, run, deadline, generator)
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
+
+
+def draw_seed(device: torch.device, generator: torch.Generator | None) -> int:
+    """A seed in [0, 2**31 - 1) for the engine's random starts, from ``generator`` (torch's default one if None):
+    one uniform draw into this thread's buffer on ``device`` (no tensor made: on the CPU a lone solve's heaviest
+    torch call was its seed's)."""
+    buffers: dict[torch.device, Tensor] = _seed_buffers.__dict__.setdefault("by_device", {})
+    buffer = buffers.get(device)
+    if buffer is None:
+        buffer = buffers[device] = torch.empty(1, dtype=torch.float64, device=device)
+    return int(buffer.uniform_(generator=generator).tolist()[0] * (2**31 - 1))
+
+
+_seed_buffers = threading.local()
 
 
 def _best_of_goals(robot: Robot, every: IKResult, problem: Problem, objective: str) -> IKResult:

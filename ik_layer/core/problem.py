@@ -27,6 +27,7 @@ from ik_layer.terms import BUILT_IN, TermInput, term_named
 __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
+_HOST_DTYPES = {torch.float64: np.float64, torch.float32: np.float32}  # numpy's dtype of a host robot's
 _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
 
@@ -120,7 +121,10 @@ class Problem:
             raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
         shape = robot.target_shape
         batch = target_t.shape[: target_t.dim() - len(shape)]
-        flat = target_t.reshape(-1, *shape)
+        if isinstance(values, np.ndarray) and not target_t.requires_grad:  # host targets: no torch operator
+            flat = torch.from_numpy(values.reshape(-1, *shape))
+        else:
+            flat = target_t.reshape(-1, *shape)
         n = math.prod(batch)
         return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=options)
 
@@ -298,6 +302,8 @@ def _per_goal(x: Tensor | None, batch: torch.Size, name: str) -> Tensor | None:
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
     shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
     if weights is None:
+        if robot.device.type == "cpu" and robot.dtype in _HOST_DTYPES:  # (in numpy: no torch operator)
+            return torch.from_numpy(np.ones((n, *shape), dtype=_HOST_DTYPES[robot.dtype]))
         return torch.ones(n, *shape, dtype=robot.dtype, device=robot.device)
     w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
     if w.dim() < 1 or w.shape[-1] != 6:

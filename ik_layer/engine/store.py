@@ -43,7 +43,9 @@ class HostStore(Slots[np.ndarray]):
         super().__init__(robot, capacity)
 
     def array(self, x: Tensor | np.ndarray) -> np.ndarray:
-        return x.detach().numpy() if isinstance(x, Tensor) else x
+        if isinstance(x, Tensor):
+            return x.detach().numpy() if x.requires_grad else x.numpy()  # (no torch operator without a graph)
+        return x
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x) if isinstance(x, np.ndarray) else x

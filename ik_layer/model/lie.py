@@ -86,7 +86,7 @@ def host_values(x: Tensor) -> Tensor | np.ndarray:
     small = x.is_cpu and x.numel() <= _HOST_CHECK_MAX
     if small and x.dtype in (torch.float32, torch.float64):
         try:
-            return x.detach().numpy()
+            return x.detach().numpy() if x.requires_grad else x.numpy()  # (no torch operator without a graph)
         except RuntimeError:  # a functorch-wrapped tensor
             return x
     return x
