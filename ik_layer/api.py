@@ -178,7 +178,7 @@ def solve_problem(
     def run(part: Problem) -> IKResult:
         if reference:
             return solve_reference(robot, part, generator, deadline)
-        seed = draw_seed(robot.device, generator)
+        seed = _draw_seed(robot.device, generator)
         if engine is not None:
             return engine.solve(part, seed, deadline)
         shared, lock = engines.get(robot, part.rows * part.options.num_seeds)
@@ -193,7 +193,7 @@ def solve_problem(
     return flat.reshaped((*problem.batch, k) if k > 1 else problem.batch)
 
 
-def draw_seed(device: torch.device, generator: torch.Generator | None) -> int:
+def _draw_seed(device: torch.device, generator: torch.Generator | None) -> int:
     """A seed in [0, 2**31 - 1) for the engine's random starts, from ``generator`` (torch's default one if None):
     one uniform draw into this thread's buffer on ``device`` (no tensor made: on the CPU a lone solve's heaviest
     torch call was its seed's)."""
