@@ -195,7 +195,7 @@ class Slots(ABC, Generic[StoreArray]):
         self._counts_at_start, start = self.rows.host_words("counts", 1)  # an admitted slot's counts
         start["status"][:] = RUNNING
         start["best_score"][:] = np.inf  # none yet: a slot retired before its first launch gives no answer
-        self._settings_kept: tuple[tuple[object, ...], np.ndarray] | None = None
+        self._settings_kept: tuple[tuple[object, ...], np.ndarray, frozenset[int]] | None = None
         self._gains_kept: dict[tuple[SolveOptions, bool], tuple[float, ...]] = {}  # by options and posture
 
     # ------------------------------------------------------------------------ what each store defines
@@ -390,7 +390,8 @@ class Slots(ABC, Generic[StoreArray]):
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k, column = len(rng_offset), self.rows.columns
         shared = isinstance(scene, tuple) and isinstance(random, bool)  # (most calls: one row for every slot)
-        settings = self._settings_of(options, gains, pool, (scene, random) if shared else None).repeat(k, axis=0)
+        row, used = self._settings_of(options, gains, pool, (scene, random) if shared else None)
+        settings = row.repeat(k, axis=0)
         if not shared:
             first = column["scene"].first
             settings[:, first : first + 2] = scene
@@ -399,7 +400,8 @@ class Slots(ABC, Generic[StoreArray]):
             settings[:, column["budget"].first] = budget
         settings[:, column["rng"].first] = rng_offset
         settings[:, column["rng_seed"].first] = (int(seed) + 2**31) % 2**32 - 2**31  # as int32
-        self.terms_used |= used_terms(gains)
+        if used:
+            self.terms_used |= used
         with_obstacles = scene[1] > 0 if isinstance(scene, tuple) else bool(scene[:, 1].any())
         self.collision_used |= with_obstacles or bool(options.self_collision)
         arrays = [settings, self._counts_at_start]  # (one row of counts for every slot)
@@ -422,14 +424,14 @@ class Slots(ABC, Generic[StoreArray]):
         gains: tuple[float, ...],
         pool: int,
         shared: tuple[tuple[int, int], bool] | None = None,
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, frozenset[int]]:
         """(1, width) the ``settings`` row of a slot with ``options`` (its budget), the secondary terms' ``gains``,
         start ``pool`` and, if ``shared``, its scene and whether the kernel draws its start; less its restart stream
         (:meth:`place` sets it per slot, and the rest where not shared); the last one made is kept (most steps admit
-        seeds of one request)."""
+        seeds of one request), with the terms its gains use (:func:`~ik_layer.terms.used_terms`)."""
         key = (options, gains, pool, shared)
         if self._settings_kept is not None and self._settings_kept[0] == key:
-            return self._settings_kept[1]
+            return self._settings_kept[1], self._settings_kept[2]
         row, put = self.rows.host_words("settings", 1)
         scale = LM.tolerance_scale(self.dtype)  # float32: a margin, so that successes hold in float64
         put["tolerance"][:] = (options.position_tolerance * scale, options.orientation_tolerance * scale)
@@ -444,8 +446,9 @@ class Slots(ABC, Generic[StoreArray]):
         put["polish_from"][:] = -1
         if shared is not None:
             put["scene"][:], put["random_start"][:] = shared
-        self._settings_kept = (key, row)
-        return row
+        used = used_terms(gains)
+        self._settings_kept = (key, row, used)
+        return row, used
 
     def add_starts(self, pool: int, added: int, q: StoreArray) -> None:
         """Put the collision-free answers ``q`` (m, nq) (this store's array) into start ``pool``, which held

@@ -27,6 +27,7 @@ result in the world at the base pose that leads its configuration (see :mod:`ik_
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import operator
@@ -297,7 +298,7 @@ class Robot(nn.Module):
         radii = self.collision.radii.tolist()
         return list(zip(self.collision.sphere_links, self.collision.centers.unbind(0), radii, strict=True))
 
-    @property
+    @functools.cached_property
     def target_shape(self) -> tuple[int, ...]:
         """Shape of one target transform: (4, 4), or (F, 4, 4) with several end-effector frames."""
         return (4, 4) if self.ee_frames is None else (len(self.ee_frames), 4, 4)
