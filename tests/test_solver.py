@@ -19,6 +19,7 @@ import torch
 
 import ik_layer
 from ik_layer import IKLayerError, IKResult, NonFiniteError, ShapeError, SolveOptions
+from ik_layer.core.problem import Problem
 from ik_layer.model.lie import matrix_to_pose, pose_error
 
 solve = ik_layer.solve  # replaced per test by the `path` fixture: every test runs on both paths
@@ -147,6 +148,21 @@ def test_reachable_targets_float32_reach_the_tolerances(name: str) -> None:
     res = solve(robot, target, generator=gen(4))
     assert res.q.dtype == torch.float32 and res.position_error.dtype == torch.float32
     assert_verified(robot, res, target, max_failures=1)
+
+
+def test_one_targets_default_weights_are_shared_and_left_as_they_are() -> None:
+    """One target's default weights are one row of ones shared by every problem (made once: a lone solve's costliest
+    tensor); solves of one target, sets of solutions and the layer's gradients leave it ones."""
+    robot = robot_of("panda")
+    q, target = reachable(robot, (3,), seed=40)
+    shared = Problem.prepare(robot, target[0]).weights
+    assert Problem.prepare(robot, target[1]).weights is shared
+    assert solve(robot, target[0], generator=gen(41)).success
+    assert solve(robot, target[1], num_solutions=2, objective="closest", warm_start=q[0], generator=gen(42)).success[0]
+    pose = target[2].clone().requires_grad_()
+    ik_layer.ik(robot, pose, generator=gen(43)).sum().backward()
+    assert pose.grad is not None and bool(pose.grad.isfinite().all())
+    assert torch.equal(shared, torch.ones(1, 6, dtype=torch.float64))
 
 
 def test_failed_rows_report_the_budget_as_iterations() -> None:

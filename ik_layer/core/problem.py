@@ -27,7 +27,7 @@ from ik_layer.terms import BUILT_IN, TermInput, term_named
 __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
-_HOST_DTYPES = {torch.float64: np.float64, torch.float32: np.float32}  # numpy's dtype of a host robot's
+_ONE_TARGET_WEIGHTS: dict[tuple[torch.dtype, torch.device, tuple[int, ...]], Tensor] = {}  # by dtype, device, shape
 _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
 
@@ -35,12 +35,13 @@ _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 class Problem:
     """The validated inputs of one solve, flattened to ``n`` rows (the targets' batch shape kept apart).
 
-    Build one with :meth:`prepare`, which checks them; the fields are taken as they are.
+    Build one with :meth:`prepare`, which checks them; the fields are taken as they are, and never written: they may
+    be views of the caller's tensors, and one target's default weights are a row of ones shared by every problem.
 
     Attributes:
         batch: the targets' batch shape ``(...)``.
         target: (n, [F,] 4, 4) ``T_base_ee`` targets, F end-effector frames.
-        weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target.
+        weights: (n, [F,] 6) non-negative error weights, at least one non-zero per target (default ones).
         warm_start: (n, nq) first seeds, or None.
         posture: (n, nq) preferred configurations, or None.
         posture_seeds: whether the posture is also a first seed (after the warm start); else it only pulls.
@@ -302,8 +303,14 @@ def _per_goal(x: Tensor | None, batch: torch.Size, name: str) -> Tensor | None:
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
     shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
     if weights is None:
-        if robot.device.type == "cpu" and robot.dtype in _HOST_DTYPES:  # (in numpy: no torch operator)
-            return torch.from_numpy(np.ones((n, *shape), dtype=_HOST_DTYPES[robot.dtype]))
+        if n == 1:  # one target's: made once (a lone solve's costliest tensor), read-only (one element: torch
+            key = (robot.dtype, robot.device, shape)  # refuses writes into it)
+            ones = _ONE_TARGET_WEIGHTS.get(key)
+            if ones is None:
+                ones = _ONE_TARGET_WEIGHTS[key] = torch.ones((), dtype=robot.dtype, device=robot.device).expand(
+                    1, *shape
+                )
+            return ones
         return torch.ones(n, *shape, dtype=robot.dtype, device=robot.device)
     w = torch.as_tensor(weights, dtype=robot.dtype, device=robot.device)
     if w.dim() < 1 or w.shape[-1] != 6:
