@@ -106,3 +106,32 @@ def test_check_rigid_takes_one_transform_as_it_takes_a_stack(dtype):
         assert host.is_one_rigid(t) == (one is None and bool(np.isfinite(t).all())), (k, t)
         kinds += one is None
     assert 0 < kinds < len(base)  # both outcomes occur
+
+
+def test_one_pose_takes_the_arrays_arithmetic_in_plain_floats():
+    """One float64 pose converts in plain floats, a stack of two in arrays: the same matrices, bit for bit, at every
+    scale (huge and tiny quaternions too); :func:`host.is_one_unit_pose` accepts only what ``as_transform`` takes."""
+    rng = np.random.default_rng(7)
+    accepted = 0
+    for k in range(2000):
+        pose = rng.standard_normal(7) * 10.0 ** rng.integers(-150, 150)
+        if k % 2:
+            pose[3:] = pose[3:] / np.linalg.norm(pose[3:]) * (1 + rng.uniform(-0.012, 0.012))  # about the tolerance
+        one, both = _converted(pose), _converted(np.stack((pose, pose)))
+        assert one == both if isinstance(one, str) else np.array_equal(one, both[0]), (k, pose)
+        if host.is_one_unit_pose(pose):
+            accepted += 1
+            as_transform(torch.from_numpy(np.stack((pose, pose))))  # the arrays' checks take it
+    assert 0 < accepted < 1000 and sum(isinstance(_converted(p), str) for p in (np.zeros(7), np.ones(7) * 1e-300)) == 2
+    for bad in (np.nan, np.inf):
+        pose = np.array([0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 1.0])
+        pose[rng.integers(0, 7)] = bad
+        assert not host.is_one_unit_pose(pose)
+
+
+def _converted(pose):
+    """``host.pose_to_matrix(pose)``, or the message of its refusal."""
+    try:
+        return host.pose_to_matrix(pose)
+    except IKLayerError as err:
+        return str(err)

@@ -22,12 +22,14 @@ __all__ = [
     "check_quaternion_norm",
     "check_rigid",
     "is_one_rigid",
+    "is_one_unit_pose",
     "matrix_to_pose",
     "pose_to_matrix",
     "rotation_entries",
 ]
 
 MIN_QUATERNION_NORM = 1e-9  # a quaternion shorter than this is refused as zero (as ik_layer.model.lie's)
+_TINY64 = float(np.finfo(np.float64).tiny)  # the smallest normal float64
 
 QUATERNION_NORM_TOLERANCE = 0.01
 """How far from 1 the norm of a target's quaternion may be, ``| |q| - 1 | <= 0.01``; it is then normalised.
@@ -160,11 +162,47 @@ def pose_to_matrix(pose: np.ndarray, name: str = "pose") -> np.ndarray:
 
     The quaternion is normalised; a zero one raises :class:`~ik_layer.exceptions.NonFiniteError` naming ``name``.
     """
+    if pose.size == 7 and pose.dtype == np.float64:  # one pose: the same arithmetic in plain floats (a few us)
+        one = _one_pose_to_matrix(pose.reshape(7).tolist())
+        if one is not None:
+            return np.array(one).reshape(*pose.shape[:-1], 4, 4)
     t = np.zeros((*pose.shape[:-1], 4, 4), dtype=np.result_type(pose.dtype, np.float32))
     t[..., :3, :3] = rotation_matrices(_unit_quaternion(pose[..., 3:], f"{name} quaternion"))
     t[..., :3, 3] = pose[..., :3]
     t[..., 3, 3] = 1.0
     return t
+
+
+def _one_pose_to_matrix(pose: list[float]) -> list[float] | None:
+    """The 16 entries of one float64 pose's transform: :func:`pose_to_matrix`'s operations in their order (the
+    same values, bit for bit); None for a quaternion it refuses or one with entries that are not finite (the
+    arrays explain)."""
+    x, y, z, *q = pose
+    scale = max(max(abs(v) for v in q), _TINY64)
+    sx, sy, sz, sw = (v / scale for v in q)
+    norm = math.sqrt(((sx * sx + sy * sy) + sz * sz) + sw * sw)  # numpy's sum of four, in order
+    if not (norm * scale >= MIN_QUATERNION_NORM and norm < math.inf):
+        return None
+    qx, qy, qz, qw = sx / norm, sy / norm, sz / norm, sw / norm
+    xx, yy, zz, xy, xz, yz = qx * qx, qy * qy, qz * qz, qx * qy, qx * qz, qy * qz
+    wx, wy, wz = qw * qx, qw * qy, qw * qz
+    return [
+        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy), x,
+        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx), y,
+        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy), z,
+        0.0, 0.0, 0.0, 1.0,
+    ]  # fmt: skip
+
+
+def is_one_unit_pose(pose: np.ndarray) -> bool:
+    """Whether ``pose`` is one pose (7 values) with finite entries whose quaternion has norm 1 to within
+    :data:`QUATERNION_NORM_TOLERANCE` (with room to spare for rounding): ``as_transform``'s checks in plain floats,
+    for a few microseconds; False says nothing more (the arrays' checks explain a refusal)."""
+    if pose.size != 7:
+        return False
+    values = pose.reshape(7).tolist()
+    finite = all(abs(v) < math.inf for v in values)
+    return finite and abs(math.hypot(*values[3:]) - 1) <= QUATERNION_NORM_TOLERANCE - 1e-12
 
 
 def rotation_entries(x: Any, y: Any, z: Any, w: Any) -> tuple[Any, ...]:

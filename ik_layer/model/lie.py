@@ -32,6 +32,7 @@ from ik_layer.model.host import (
     check_quaternion_norm,
     check_rigid,
     is_one_rigid,
+    is_one_unit_pose,
     rotation_entries,
     rotation_matrices,
 )
@@ -314,6 +315,9 @@ def as_transform(target: Tensor, name: str = "target") -> Tensor:
     """
     _check_tensor(name, target)
     if target.dim() >= 1 and target.shape[-1] == 7:
+        values = _host_arithmetic(target)
+        if isinstance(values, np.ndarray) and is_one_unit_pose(values):  # (one host pose: a few us)
+            return torch.from_numpy(host_pose_to_matrix(values, name))
         values = host_values(target)
         _check_values(name, values)
         _check_unit_quaternions(values[..., 3:], f"{name} quaternion")
