@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ValidationError
 from torch import Tensor
@@ -277,7 +278,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
         IKLayerError: a target, weight, warm start or posture of some job is invalid.
     """
     device = robot.device
-    targets = torch.cat([job.targets for job in jobs]).to(device)
+    targets = (jobs[0].targets if len(jobs) == 1 else torch.cat([job.targets for job in jobs])).to(device)
     weights = None
     if any(job.weights is not None for job in jobs):
         weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
@@ -337,7 +338,9 @@ def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places
             continue
         _check_frames(robot, frames, target, name, loc, every=True)
         rows.append([target[frame].position + target[frame].orientation for frame in frames])
-    poses = torch.tensor(rows, dtype=robot.dtype)  # (n, F, 7)
+    poses = torch.from_numpy(np.array(rows, dtype=np.float64))  # (n, F, 7): the JSON's doubles
+    if robot.dtype != poses.dtype:
+        poses = poses.to(robot.dtype)
     return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
 
 

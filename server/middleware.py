@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ik_layer.server.metrics import Metrics
@@ -21,6 +22,9 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        # (endpoint, method, status) -> its labelled metrics: a label lookup takes a lock (as many keys as the
+        # registry's own series)
+        self._labelled: dict[tuple[str, str, int], tuple[Counter, Histogram, Counter | None]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in _UNINSTRUMENTED:
@@ -40,10 +44,26 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             endpoint = getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(endpoint, scope["method"], str(status)).inc()
-            self.metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - start)
-            if status >= 400:
-                self.metrics.errors.labels(endpoint, str(status)).inc()
+            requests, seconds, errors = self._metrics_of(endpoint, scope["method"], status)
+            requests.inc()
+            seconds.observe(time.perf_counter() - start)
+            if errors is not None:
+                errors.inc()
+
+    def _metrics_of(self, endpoint: str, method: str, status: int) -> tuple[Counter, Histogram, Counter | None]:
+        """The request counter, latency histogram and (4xx/5xx) error counter of one kind of request."""
+        key = (endpoint, method, status)
+        labelled = self._labelled.get(key)
+        if labelled is None:
+            metrics = self.metrics
+            errors = metrics.errors.labels(endpoint, str(status)) if status >= 400 else None
+            labelled = (
+                metrics.requests.labels(endpoint, method, str(status)),
+                metrics.request_seconds.labels(endpoint),
+                errors,
+            )
+            self._labelled[key] = labelled
+        return labelled
 
 
 class BodyLimitMiddleware:

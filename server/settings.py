@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -130,8 +131,8 @@ class Settings(_SolveDefaults):
         return value
 
     def solve_options(self) -> SolveOptions:
-        """The solver options of a request that sets none."""
-        return SolveOptions(**{name: getattr(self, name) for name in OPTION_SPECS})
+        """The solver options of a request that sets none (made once per set of values: every request asks)."""
+        return _options_of(tuple(getattr(self, name) for name in OPTION_SPECS))
 
     def torch_device(self) -> torch.device:
         """The device to load robots on (``auto``: cuda if available)."""
@@ -159,3 +160,9 @@ def cuda_missing_reason() -> str:
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:
     """Settings from command-line flags ``argv`` (default: ``sys.argv[1:]``) over the environment."""
     return CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+
+
+@functools.lru_cache(maxsize=8)
+def _options_of(values: tuple[object, ...]) -> SolveOptions:
+    """The :class:`SolveOptions` of ``values``, in :data:`OPTION_SPECS`' order."""
+    return SolveOptions(**dict(zip(OPTION_SPECS, values, strict=True)))

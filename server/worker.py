@@ -134,7 +134,7 @@ class EngineWorker:
         self.max_requests = max_requests
         self.queue_limit = queue_limit
         self.max_work = max_work
-        self._metrics = metrics
+        self._metrics = metrics.of_robot(name)
         self._cond = threading.Condition()
         self._tickets: list[Ticket] = []  # accepted, not yet answered, in arrival order (guarded by _cond)
         self._work = 0  # of _tickets
@@ -174,7 +174,7 @@ class EngineWorker:
             if self._thread is None or self._closed or self._stopping:
                 raise ServiceUnavailable(f"robot {self.name!r} is not serving (starting or shutting down)")
             if len(self._tickets) >= self.queue_limit or self._work + work > self.max_work:
-                self._metrics.rejected.labels(self.name).inc()
+                self._metrics.rejected.inc()
                 raise ServiceUnavailable(f"robot {self.name!r} has {len(self._tickets)} requests in line; retry later")
             ticket = Ticket(job, deadline, work, loop.create_future())
             self._tickets.append(ticket)
@@ -230,7 +230,7 @@ class EngineWorker:
                 if self.engine.busy:
                     start = time.perf_counter()
                     self.engine.step()
-                    self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
+                    self._metrics.block_seconds.observe(time.perf_counter() - start)
                 self._answer_finished(tickets)
             except Exception as err:  # a bug: answer what is in flight (500) and keep serving on a fresh engine
                 _log.exception("engine worker %r failed; failing %d requests", self.name, len(tickets))
@@ -282,7 +282,7 @@ class EngineWorker:
             else:
                 ticket.search = self.stages.search(ticket.job, decoded)
                 ticket.problem = decoded if ticket.search is None else ticket.search.problem
-            self._metrics.queue_wait_seconds.labels(self.name).observe(now - ticket.arrived)
+            self._metrics.queue_wait_seconds.observe(now - ticket.arrived)
 
     def _alone(self, ticket: Ticket) -> bool:
         """Whether ``ticket`` may be solved at once, alone: the only request, a small one of one solve (no search),
@@ -296,11 +296,11 @@ class EngineWorker:
         no step in between, the same answers), instead of handing its rows over in parts."""
         assert ticket.problem is not None
         rows = ticket.problem.rows
-        self._metrics.rows_admitted.labels(self.name).inc(rows)
+        self._metrics.rows_admitted.inc(rows)
         self.engine.block = self.block * self.policy.blocks(rows * ticket.job.options.num_seeds)  # as a part's
         start = time.perf_counter()
         ticket.solved = self.stages.solve(self.engine, ticket.problem, ticket.deadline)
-        self._metrics.block_seconds.labels(self.name).observe(time.perf_counter() - start)
+        self._metrics.block_seconds.observe(time.perf_counter() - start)
         ticket.submitted = rows
         assert ticket.solved.status is not None  # the engine's answers carry their statuses
         self._count_statuses(ticket.solved.status)
@@ -312,8 +312,8 @@ class EngineWorker:
         part = self.stages.submit(self.engine, ticket.problem, span, ticket.deadline)
         ticket.submitted += rows
         ticket.running.append((part, claim))
-        self._metrics.rows_admitted.labels(self.name).inc(rows)
-        self._metrics.rows_in_flight.labels(self.name).inc(rows)
+        self._metrics.rows_admitted.inc(rows)
+        self._metrics.rows_in_flight.inc(rows)
         with self._cond:
             ticket.parts.append(part)
             if ticket.cancelled:
@@ -361,17 +361,17 @@ class EngineWorker:
 
     def _forget_running(self, ticket: Ticket) -> None:
         """Take the rows of ``ticket``'s unfinished parts off the rows-in-flight gauge."""
-        self._metrics.rows_in_flight.labels(self.name).dec(sum(part.rows for part, _ in ticket.running))
+        self._metrics.rows_in_flight.dec(sum(part.rows for part, _ in ticket.running))
         ticket.running = []
 
     def _count_retired(self, part: Request) -> None:
-        self._metrics.rows_in_flight.labels(self.name).dec(part.rows)
+        self._metrics.rows_in_flight.dec(part.rows)
         self._count_statuses(part.status)
 
     def _count_statuses(self, status: Tensor) -> None:
         """Count retired rows of ``status`` (codes) by status."""
         for code, count in Counter(status.reshape(-1).tolist()).items():
-            self._metrics.rows_retired.labels(self.name, ROW_STATUS[code]).inc(count)
+            self._metrics.rows_retired[ROW_STATUS[code]].inc(count)
 
     def _outcome(self, ticket: Ticket) -> bytes | Exception:
         """The answer of a ticket with nothing left to run."""
