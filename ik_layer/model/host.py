@@ -183,15 +183,8 @@ def _one_pose_to_matrix(pose: list[float]) -> list[float] | None:
     norm = math.sqrt(((sx * sx + sy * sy) + sz * sz) + sw * sw)  # numpy's sum of four, in order
     if not (norm * scale >= MIN_QUATERNION_NORM and norm < math.inf):
         return None
-    qx, qy, qz, qw = sx / norm, sy / norm, sz / norm, sw / norm
-    xx, yy, zz, xy, xz, yz = qx * qx, qy * qy, qz * qz, qx * qy, qx * qz, qy * qz
-    wx, wy, wz = qw * qx, qw * qy, qw * qz
-    return [
-        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy), x,
-        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx), y,
-        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy), z,
-        0.0, 0.0, 0.0, 1.0,
-    ]  # fmt: skip
+    r = rotation_entries(sx / norm, sy / norm, sz / norm, sw / norm)
+    return [*r[0:3], x, *r[3:6], y, *r[6:9], z, 0.0, 0.0, 0.0, 1.0]
 
 
 def is_one_unit_pose(pose: np.ndarray) -> bool:
