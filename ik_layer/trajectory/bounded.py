@@ -7,7 +7,8 @@ failed, are solved again here from the pull point with every joint held inside
     [max(lower, q_prev - v dt), min(upper, q_prev + v dt)]
 
 by Levenberg-Marquardt steps whose joints at a bound that push outwards are left out of the step (an active set),
-at most ``BOX_ITERATIONS`` (or ``max_iterations``) of them, so an answer never steps faster than the limits allow;
+at most ``BOX_ITERATIONS`` (or ``max_iterations``) of them (a row whose damping has climbed to 1e4, making no
+progress, stops there), so an answer never steps faster than the limits allow;
 a frame that cannot be reached inside its box comes back with ``success=False`` and the closest configuration found
 there.
 """
@@ -32,6 +33,7 @@ BOX_ITERATIONS = 50
 """Most LM steps of a frame in its box: from a seed this near a reachable frame converges in a few."""
 
 _DAMPING = 1e-3  # first LM damping, relative to the mean diagonal of J^T J; x0.3 after a good step, x10 after a bad
+_STALLED = 1e4  # a row whose damping climbed this far makes no progress: it stops
 _ACTIVE_SET_ROUNDS = 2  # solves per step: the joints pushing out of the box leave the step, then once more
 
 
@@ -85,6 +87,7 @@ def solve_in_box(
     damping = torch.full_like(cost, _DAMPING)
     for _ in range(min(options.max_iterations, BOX_ITERATIONS)):
         done = (position <= options.position_tolerance) & (orientation <= options.orientation_tolerance)
+        done = done | (damping >= _STALLED)
         if bool(done.all()):
             break
         _, jac = robot.fk_jacobian(q)
