@@ -1,12 +1,14 @@
-"""Issue 43's panda clips: the frames solve_trajectory fails are out of reach inside their velocity box.
+"""Issue 43's panda clips: the frames the greedy frame-by-frame solve fails are out of reach inside their velocity box.
 
-bench/trajectory.py's panda clips (joint paths at 0.8 v_max, seed 2) have frames that solve_trajectory answers with
-``success=False``. This pins down why: the path that made the targets is within 0.8 v_max and the joint limits (so
+bench/trajectory.py's panda clips (joint paths at 0.8 v_max, seed 2) have frames that the greedy pass of
+solve_trajectory (each frame nearest its pull point, without the look-ahead) answers with ``success=False``. This
+pins down why: the path that made the targets is within 0.8 v_max and the joint limits (so
 every target is reachable at that speed along it), yet from the answer before a failed frame no configuration inside
 the frame's box (``|q - q_prev| <= v_max dt``, the joint limits) meets the tolerances. SciPy's bounded least squares
 from several seeds does no better than the answer: the box solve is at the box's optimum, and the failure is the
 configuration the earlier frames chose (7 joints, a 6-D target: the nearest solution at each frame drifts along the
 arm's self-motion, here towards a straight elbow, where following the path needs joints faster than their limits).
+The look-ahead (ik_layer.trajectory.lookahead) re-plans such clips whole: with it every frame is met.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 import ik_layer
 from ik_layer.model.lie import pose_error
+from ik_layer.trajectory import solve as trajectory_solve
 from ik_layer.trajectory.problem import joint_difference, velocity_limits
 from ik_layer.trajectory.synthetic import joint_paths
 
@@ -25,7 +28,8 @@ optimize = pytest.importorskip("scipy.optimize")
 DT = 0.01
 
 
-def test_a_failed_panda_frame_is_out_of_reach_inside_its_box() -> None:
+def test_a_failed_panda_frame_is_out_of_reach_inside_its_box(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trajectory_solve, "has_self_motion", lambda robot, checked: False)  # the greedy pass alone
     robot = ik_layer.load_robot("panda")
     path = joint_paths(robot, 32, 500, DT, speed=0.8, generator=torch.Generator().manual_seed(2))[7, :46]
     limit = velocity_limits(robot)
@@ -59,3 +63,27 @@ def test_a_failed_panda_frame_is_out_of_reach_inside_its_box() -> None:
     free = optimize.least_squares(residual, prev.numpy(), xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=200)
     assert np.linalg.norm(residual(free.x)) < 1e-9
     assert float((torch.from_numpy(free.x) - prev).abs().div(step).max()) > 1.0
+
+
+@pytest.mark.parametrize("acceleration", [0.0, 10.0])
+def test_the_look_ahead_meets_every_frame_of_the_clip(acceleration: float) -> None:
+    """The same clip (100 frames, failing from frame 44 greedily), re-planned whole: Pinocchio puts every frame within
+    the tolerances and every step within the velocity limits."""
+    pin = pytest.importorskip("pinocchio")
+    robot = ik_layer.load_robot("panda")
+    path = joint_paths(robot, 32, 500, DT, speed=0.8, generator=torch.Generator().manual_seed(2))[7, :100]
+    target, limit = robot.fk(path), velocity_limits(robot)
+    result = ik_layer.solve_trajectory(
+        robot, target, dt=DT, warm_start=path[0], acceleration=acceleration, generator=torch.Generator().manual_seed(0)
+    )
+    assert result.success.all() and result.bounded.all()  # every frame met, all of them re-solved from the plan
+    steps = joint_difference(robot, result.q, torch.cat((path[:1], result.q[:-1])))
+    assert bool((steps.abs() <= limit * DT).all())
+    assert bool(((result.q >= robot.lower) & (result.q <= robot.upper)).all())
+    model, data = robot.model, robot.model.createData()
+    frame = model.getFrameId(robot.ee_frame)
+    for q, goal in zip(robot.to_pinocchio_q(result.q).numpy(), target.numpy(), strict=True):
+        pin.framesForwardKinematics(model, data, q)
+        reached = data.oMf[frame]
+        assert np.linalg.norm(reached.translation - goal[:3, 3]) <= 1e-4
+        assert np.linalg.norm(pin.log3(goal[:3, :3] @ reached.rotation.T)) <= 1e-3

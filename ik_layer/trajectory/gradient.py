@@ -16,8 +16,8 @@ its backward runs the transposed substitution from the last frame to the first:
     w_t = (A_t^+)^T (v_t - B_{t+1,1}^T w_{t+1} - B_{t+2,2}^T w_{t+2}),   dL/dT_t = -(dr_t/dT_t)^T w_t[:m]
 
 so a frame's target moves every later frame's joints. Frames that failed, or were solved inside their velocity box
-(``bounded``: a velocity limit is what holds them there, not ``F``), are constants: zero gradient, as :func:`ik`'s
-failed rows, and the frames after them do not reach back past them.
+(``bounded``: a velocity limit or the look-ahead's plan is what holds them there, not ``F``), are constants: zero
+gradient, as :func:`ik`'s failed rows, and the frames after them do not reach back past them.
 """
 
 from __future__ import annotations

@@ -7,11 +7,18 @@ one nearest the pull point: what the trajectory's cost asks for, at the cost of 
 engine's posture term polishes towards it too, but costs 10x at 64 clips). Where the engine's answer steps a joint
 faster than its limit (a restart landed on another branch) or it failed, the frame is solved again inside its
 velocity box (:mod:`ik_layer.trajectory.bounded`), so no answer ever exceeds the limits.
+
+On a robot with a self-motion (more joints than pose rows, no floating base), a clip that still has failed frames
+is re-planned whole by the look-ahead (:mod:`ik_layer.trajectory.lookahead`: a search along the self-motion, then a
+smoothing of the whole clip) and re-solved frame by frame inside the velocity boxes from the plan; where that meets
+more of its frames, the clip takes those answers, all of them ``bounded`` (they are the plan's, not the ones nearest
+their pull points).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,6 +31,15 @@ from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED
 from ik_layer.engine import Engine
 from ik_layer.model.robot import Robot
 from ik_layer.trajectory.bounded import frame_errors_of, solve_in_box
+from ik_layer.trajectory.lookahead import (
+    LOCAL_BACK,
+    LOCAL_ROUNDS,
+    SMOOTHING_ROUNDS,
+    has_self_motion,
+    resolved_along,
+    searched_plan,
+    smoothed_plan,
+)
 from ik_layer.trajectory.problem import TrajectoryProblem, joint_difference
 
 __all__ = ["TrajectoryResult", "result_of", "solve_frames", "solve_trajectory"]
@@ -42,7 +58,8 @@ class TrajectoryResult:
             the first frame; 0 there without one); a floating base's motion is not counted.
         velocity_ratio: (..., T) the largest ``|step_j| / (v_max_j dt)``: at most 1 (within the limits).
         bounded: (..., T) bool: frames solved again inside their velocity box (the engine's answer stepped too
-            far or failed); :func:`~ik_layer.ik_trajectory` gives them zero gradient.
+            far or failed, or the look-ahead re-planned their clip); :func:`~ik_layer.ik_trajectory` gives them zero
+            gradient.
         status: (..., T) int32: why each frame stopped, as :attr:`ik_layer.IKResult.status`: ``SOLVED`` (its
             success), ``DEADLINE`` (the ``timeout`` ran out during the frame or before it: from there on every
             frame holds the last configuration reached), ``EXHAUSTED`` (no solution within the budget and the
@@ -169,7 +186,74 @@ def solve_frames(
                 bounded[t, rows] = True
         before = q[t] if prev is None else prev
         prev = q[t]
+    in_time = deadline is None or time.monotonic() < deadline
+    if in_time and not bool(late.any()) and bool((~success).any()) and has_self_motion(robot, checked):
+        answers = (q, success, position, orientation)
+        _look_ahead(robot, checked, answers, bounded, generator=generator, engine=engine, deadline=deadline)
     return result_of(robot, checked, q, success, position, orientation, bounded, late)
+
+
+def _look_ahead(
+    robot: Robot,
+    checked: TrajectoryProblem,
+    answers: tuple[Tensor, Tensor, Tensor, Tensor],
+    bounded: Tensor,
+    *,
+    generator: torch.Generator | None,
+    engine: Engine | None,
+    deadline: float | None,
+) -> None:
+    """The clips with failed frames re-planned (:mod:`ik_layer.trajectory.lookahead`): where a plan's answers meet
+    more frames, they replace the clip's ``answers`` (q, success, position, orientation, (T, clips, ...), in place)
+    and all its frames are ``bounded``. Each stage starts only before ``deadline``, and only for the clips that
+    still fail."""
+    frames, options, step = checked.frames, checked.problem.options, checked.limit * checked.dt
+    clips = (~answers[1]).any(0).nonzero().squeeze(-1)
+    target = checked.problem.target.reshape(frames, checked.clips, *checked.problem.target.shape[1:])[:, clips]
+    weights = checked.problem.weights.reshape(frames, checked.clips, *checked.problem.weights.shape[1:])[:, clips]
+    start = None if checked.start is None else checked.start[clips]
+    best = [x[:, clips] for x in answers]
+    replaced = torch.zeros_like(clips, dtype=torch.bool)
+
+    def keep(rows: Tensor, candidate: Sequence[Tensor]) -> None:
+        better = candidate[1].sum(0) > best[1][:, rows].sum(0)
+        for mine, theirs in zip(best, candidate, strict=True):
+            mine[:, rows] = torch.where(better.view(1, -1, *[1] * (mine.dim() - 2)), theirs, mine[:, rows])
+        replaced[rows] |= better
+
+    every = torch.arange(clips.shape[0], device=clips.device)
+    first = best[0][0] if start is None else start
+    plan = searched_plan(robot, checked, clips, first, start, step, generator=generator, engine=engine)
+    keep(every, resolved_along(robot, target, weights, plan, start, step, options, (~best[1]).sum(0)))
+
+    def left() -> Tensor:  # the clips still failing, none once the time is up
+        late = deadline is not None and time.monotonic() >= deadline
+        return every[:0] if late else every[~best[1].all(0)]
+
+    for _ in range(SMOOTHING_ROUNDS):
+        rows = left()
+        if not rows.numel():
+            break
+        part_start = None if start is None else start[rows]
+        plan = smoothed_plan(robot, target[:, rows], weights[:, rows], best[0][:, rows], part_start, step, options)
+        allowed = (~best[1][:, rows]).sum(0)
+        keep(rows, resolved_along(robot, target[:, rows], weights[:, rows], plan, part_start, step, options, allowed))
+    for _ in range(LOCAL_ROUNDS):  # each failing clip searched again from LOCAL_BACK frames before its failure
+        for row in left().tolist():
+            failed = int((~best[1][:, row]).nonzero()[0])
+            offset = max(0, failed - LOCAL_BACK)
+            rows = every[row : row + 1]
+            before = (None if start is None else start[rows]) if offset == 0 else best[0][offset - 1, rows]
+            plan = searched_plan(robot, checked, clips[rows], best[0][offset, rows], before, step, offset=offset,
+                                 generator=generator, engine=engine)  # fmt: skip
+            allowed = (~best[1][offset:, rows]).sum(0)
+            tail = resolved_along(
+                robot, target[offset:, rows], weights[offset:, rows], plan, before, step, options, allowed
+            )
+            keep(rows, tuple(torch.cat((mine[:offset, rows], theirs)) for mine, theirs in zip(best, tail, strict=True)))
+    for mine, theirs in zip(answers, best, strict=True):
+        mine[:, clips] = theirs
+    bounded[:, clips[replaced]] = True
 
 
 def _hold(
