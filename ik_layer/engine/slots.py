@@ -350,17 +350,16 @@ class Slots(ABC, Generic[StoreArray]):
         target = self.array(target).reshape(-1, frames, 4, 4)
         if into is None:
             rows = self.array(torch.empty(len(target), self.rows.widths["given"], dtype=self.dtype, device=self.device))
-            put = self.rows.views("given", rows)
+            put, at = self.rows.views("given", rows), slice(None)
         else:
-            rows = self.rows_of["given"][into]
-            put = {name: view[into] for name, view in self._given_views.items()}  # (views of the slots' rows)
-        put["target_rot"][:] = target[:, :, :3, :3]
-        put["target_pos"][:] = target[:, :, :3, 3]
-        put["weights"][:] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
-        put["data"][:] = 0.0
+            rows, put, at = self.rows_of["given"][into], self._given_views, into  # (the slots' rows)
+        put["target_rot"][at] = target[:, :, :3, :3]
+        put["target_pos"][at] = target[:, :, :3, 3]
+        put["weights"][at] = 1.0 if weights is None else self.array(weights).reshape(-1, frames, 6)
+        put["data"][at] = 0.0
         for name, x in (data or {}).items():
-            put["data"][:, self.data_of[name]] = self.array(x)
-        put["q"][:] = 0.0 if q is None else self.array(q)
+            put["data"][at, self.data_of[name]] = self.array(x)
+        put["q"][at] = 0.0 if q is None else self.array(q)
         return rows
 
     def place(
