@@ -73,7 +73,7 @@ PLAN_SPEED = 0.9
 SMOOTHING_ROUNDS = 2
 """Rounds of the smoothing plan, each from the last one's re-solved answers."""
 
-LOCAL_ROUNDS = 2
+LOCAL_ROUNDS = 4
 """Rounds of a search from ``LOCAL_BACK`` frames before a clip's first failed frame, for the clips still failing (each
 its own engine restarts)."""
 
