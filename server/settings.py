@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
@@ -163,6 +163,6 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
 
 
 @functools.lru_cache(maxsize=8)
-def _options_of(values: tuple[object, ...]) -> SolveOptions:
+def _options_of(values: tuple[Any, ...]) -> SolveOptions:
     """The :class:`SolveOptions` of ``values``, in :data:`OPTION_SPECS`' order."""
     return SolveOptions(**dict(zip(OPTION_SPECS, values, strict=True)))

@@ -388,10 +388,11 @@ class Slots(ABC, Generic[StoreArray]):
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k, column = len(rng_offset), self.rows.columns
-        shared = isinstance(scene, tuple) and isinstance(random, bool)  # (most calls: one row for every slot)
-        row, used = self._settings_of(options, gains, pool, (scene, random) if shared else None)
+        # (most calls: one scene and kind of start for every slot, in the row)
+        shared = (scene, random) if isinstance(scene, tuple) and isinstance(random, bool) else None
+        row, used = self._settings_of(options, gains, pool, shared)
         settings = row.repeat(k, axis=0)
-        if not shared:
+        if shared is None:
             first = column["scene"].first
             settings[:, first : first + 2] = scene
             settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
