@@ -303,8 +303,8 @@ def _per_goal(x: Tensor | None, batch: torch.Size, name: str) -> Tensor | None:
 def _weights(robot: Robot, weights: Tensor | None, batch: torch.Size, n: int) -> Tensor:
     shape = (*robot.target_shape[:-2], 6)  # (6,), or (F, 6) with F end-effector frames
     if weights is None:
-        if n == 1:  # one target's: made once (a lone solve's costliest tensor), read-only (one element: torch
-            key = (robot.dtype, robot.device, shape)  # refuses writes into it)
+        if n == 1:  # one target's: made once (a lone solve's costliest tensor) and shared (fields are never written)
+            key = (robot.dtype, robot.device, shape)
             ones = _ONE_TARGET_WEIGHTS.get(key)
             if ones is None:
                 ones = _ONE_TARGET_WEIGHTS[key] = torch.ones((), dtype=robot.dtype, device=robot.device).expand(
