@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -57,12 +57,15 @@ def _decode_job(loaded: Loaded, state: ServerState, body: bytes) -> IKJob:
 async def _answer_unless_gone(ticket: Ticket, request: Request, worker: EngineWorker) -> bytes | None:
     """The ticket's answer, or None (its work cancelled) if the client disconnects or the route is cancelled first."""
     gone = asyncio.ensure_future(disconnected(request))
+    gone.add_done_callback(lambda _: ticket.future.cancel())  # the client left: stop waiting (a no-op once answered)
     try:
-        waiting: set[asyncio.Future[Any]] = {ticket.future, gone}
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        return ticket.future.result() if ticket.future in done else None
+        return await ticket.future
+    except asyncio.CancelledError:
+        if not gone.done() or gone.cancelled():  # the route itself was cancelled
+            raise
+        return None
     finally:
         gone.cancel()
-        if not ticket.future.done():
+        if not ticket.future.done() or ticket.future.cancelled():  # unanswered: its work stops
             worker.cancel(ticket)
             ticket.future.cancel()
