@@ -96,5 +96,6 @@ def fk_poses(robot: Robot, q: Tensor) -> Tensor:
 
 def _check_finite(what: str, *tensors: Tensor) -> None:
     """JSON has no NaN: refuse (422) rather than answer with numbers it cannot carry."""
-    if not all(bool(np.isfinite(t.detach().numpy()).all()) for t in tensors):  # CPU tensors: numpy checks faster
+    values = (t.detach().numpy() if t.requires_grad else t.numpy() for t in tensors)  # CPU tensors: numpy is faster
+    if not all(bool(np.isfinite(v).all()) for v in values):
         raise NonFiniteError(f"the solver produced non-finite {what} (singular or extreme targets)")
