@@ -2,10 +2,17 @@
 
 Frame after frame, each answer is the solution nearest its pull point; on a redundant arm that choice drifts along
 the self-motion (a panda's elbow straightening into its joint limit) into configurations from which the path needs
-joints faster than their limits, and frames later fail inside their velocity box although the clip is feasible. For
-a robot with a self-motion (more joints than weighted pose rows, no floating base), such a clip gets plans, each
-re-solved frame by frame inside the velocity boxes from its own configurations (:func:`resolved_along`), and the
-solver keeps, per clip, whichever answers meet the most frames:
+joints faster than their limits, and frames later fail inside their velocity box although the clip is feasible. On a
+6-joint arm the same happens where its elbow passes through its straight (singular) position: the nearest solution
+there may be the other elbow branch, which cannot follow the path in time.
+
+0. **Momentum** (every robot, at an ``acceleration`` below ``MOMENTUM``): the failing clips' frames solved greedily
+   again with the acceleration weight ``MOMENTUM`` (:func:`with_momentum`); the momentum carries the elbow through
+   the singularity on its branch. Its answers are the plan.
+
+Each plan is re-solved frame by frame inside the velocity boxes from its own configurations (:func:`resolved_along`),
+and the solver keeps, per clip, whichever answers meet the most frames. For a robot with a self-motion (more joints
+than weighted pose rows, no floating base), a clip still failing then gets the plans:
 
 1. **Search** (:func:`searched_plan`): ``SAMPLES`` configurations along the first frame's self-motion (up to
    ``SPAN`` rad of joint motion each way) are each followed through the clip by the engine, warm-started frame after
@@ -48,6 +55,7 @@ __all__ = [
     "KEYFRAME",
     "LOCAL_BACK",
     "LOCAL_ROUNDS",
+    "MOMENTUM",
     "PLAN_SPEED",
     "SAMPLES",
     "SMOOTHING_ROUNDS",
@@ -56,7 +64,11 @@ __all__ = [
     "resolved_along",
     "searched_plan",
     "smoothed_plan",
+    "with_momentum",
 ]
+
+MOMENTUM = 10.0
+"""The acceleration weight of the momentum plan (the greedy frames of a clip solved again with it)."""
 
 SAMPLES = 48
 """Configurations sampled along the first frame's self-motion (the search's chains)."""
@@ -92,6 +104,26 @@ def has_self_motion(robot: Robot, checked: TrajectoryProblem) -> bool:
     """Whether the look-ahead applies: no floating base and more joints than weighted pose rows."""
     rows = int((checked.problem.weights.reshape(checked.problem.target.shape[0], -1) > 0).sum(-1).max())
     return base_nv(robot) == 0 and robot.dof > rows
+
+
+def with_momentum(checked: TrajectoryProblem, clips: Tensor) -> TrajectoryProblem:
+    """The clips ``clips`` (n,) (indices) of ``checked`` as a problem of their own, its acceleration weight
+    ``MOMENTUM`` (the momentum plan's frames, solved greedily)."""
+    problem, frames, n = checked.problem, checked.frames, clips.shape[0]
+
+    def rows(x: Tensor) -> Tensor:
+        return x.reshape(frames, checked.clips, *x.shape[1:])[:, clips].reshape(frames * n, *x.shape[1:])
+
+    part = replace(problem, batch=torch.Size([frames * n]), target=rows(problem.target), weights=rows(problem.weights))
+    return replace(
+        checked,
+        problem=part,
+        batch=torch.Size([n]),
+        clips=n,
+        acceleration=MOMENTUM,
+        start=None if checked.start is None else checked.start[clips],
+        posture=None if checked.posture is None else checked.posture[clips],
+    )
 
 
 def resolved_along(

@@ -8,11 +8,11 @@ engine's posture term polishes towards it too, but costs 10x at 64 clips). Where
 faster than its limit (a restart landed on another branch) or it failed, the frame is solved again inside its
 velocity box (:mod:`ik_layer.trajectory.bounded`), so no answer ever exceeds the limits.
 
-On a robot with a self-motion (more joints than pose rows, no floating base), a clip that still has failed frames
-is re-planned whole by the look-ahead (:mod:`ik_layer.trajectory.lookahead`: a search along the self-motion, then a
-smoothing of the whole clip) and re-solved frame by frame inside the velocity boxes from the plan; where that meets
-more of its frames, the clip takes those answers, all of them ``bounded`` (they are the plan's, not the ones nearest
-their pull points).
+A clip that still has failed frames is re-planned whole by the look-ahead (:mod:`ik_layer.trajectory.lookahead`:
+its frames solved greedily again with an acceleration cost, the momentum plan; on a robot with a self-motion, more
+joints than pose rows and no floating base, a search along the self-motion, then a smoothing of the whole clip) and
+re-solved frame by frame inside the velocity boxes from the plan; where that meets more of its frames, the clip takes
+those answers, all of them ``bounded`` (they are the plan's, not the ones nearest their pull points).
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from ik_layer.trajectory.bounded import frame_errors_of, solve_in_box
 from ik_layer.trajectory.lookahead import (
     LOCAL_BACK,
     LOCAL_ROUNDS,
+    MOMENTUM,
     SMOOTHING_ROUNDS,
     has_self_motion,
     resolved_along,
     searched_plan,
     smoothed_plan,
+    with_momentum,
 )
 from ik_layer.trajectory.problem import TrajectoryProblem, joint_difference
 
@@ -151,6 +153,26 @@ def solve_frames(
     deadline: float | None = None,
 ) -> TrajectoryResult:
     """:func:`solve_trajectory` of a checked problem, taken as it is, by ``deadline`` (``time.monotonic()``)."""
+    q, success, position, orientation, bounded, late = greedy_frames(
+        robot, checked, generator=generator, engine=engine, deadline=deadline
+    )
+    in_time = deadline is None or time.monotonic() < deadline
+    if in_time and not bool(late.any()) and bool((~success).any()):
+        answers = (q, success, position, orientation)
+        _look_ahead(robot, checked, answers, bounded, generator=generator, engine=engine, deadline=deadline)
+    return result_of(robot, checked, q, success, position, orientation, bounded, late)
+
+
+def greedy_frames(
+    robot: Robot,
+    checked: TrajectoryProblem,
+    *,
+    generator: torch.Generator | None = None,
+    engine: Engine | None = None,
+    deadline: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The frame loop alone (no look-ahead): q (T, clips, nq), success, position and orientation errors, bounded and
+    late (T, clips), frame-major."""
     frames, clips, problem = checked.frames, checked.clips, checked.problem
     step = checked.limit * checked.dt
     q = problem.target.new_empty(frames, clips, robot.nq)
@@ -186,11 +208,7 @@ def solve_frames(
                 bounded[t, rows] = True
         before = q[t] if prev is None else prev
         prev = q[t]
-    in_time = deadline is None or time.monotonic() < deadline
-    if in_time and not bool(late.any()) and bool((~success).any()) and has_self_motion(robot, checked):
-        answers = (q, success, position, orientation)
-        _look_ahead(robot, checked, answers, bounded, generator=generator, engine=engine, deadline=deadline)
-    return result_of(robot, checked, q, success, position, orientation, bounded, late)
+    return q, success, position, orientation, bounded, late
 
 
 def _look_ahead(
@@ -222,13 +240,24 @@ def _look_ahead(
         replaced[rows] |= better
 
     every = torch.arange(clips.shape[0], device=clips.device)
-    first = best[0][0] if start is None else start
-    plan = searched_plan(robot, checked, clips, first, start, step, generator=generator, engine=engine)
-    keep(every, resolved_along(robot, target, weights, plan, start, step, options, (~best[1]).sum(0)))
 
     def left() -> Tensor:  # the clips still failing, none once the time is up
         late = deadline is not None and time.monotonic() >= deadline
         return every[:0] if late else every[~best[1].all(0)]
+
+    if checked.acceleration < MOMENTUM:  # the momentum plan: the clips' greedy frames with an acceleration cost
+        momentum = with_momentum(checked, clips)
+        plan = greedy_frames(robot, momentum, generator=generator, engine=engine, deadline=deadline)[0]
+        keep(every, resolved_along(robot, target, weights, plan, start, step, options, (~best[1]).sum(0)))
+    rows = left()
+    if not rows.numel() or not has_self_motion(robot, checked):
+        _write_back(answers, best, bounded, clips, replaced)
+        return
+    part_start = None if start is None else start[rows]
+    first = best[0][0, rows] if part_start is None else part_start
+    plan = searched_plan(robot, checked, clips[rows], first, part_start, step, generator=generator, engine=engine)
+    allowed = (~best[1][:, rows]).sum(0)
+    keep(rows, resolved_along(robot, target[:, rows], weights[:, rows], plan, part_start, step, options, allowed))
 
     for _ in range(SMOOTHING_ROUNDS):
         rows = left()
@@ -251,6 +280,17 @@ def _look_ahead(
                 robot, target[offset:, rows], weights[offset:, rows], plan, before, step, options, allowed
             )
             keep(rows, tuple(torch.cat((mine[:offset, rows], theirs)) for mine, theirs in zip(best, tail, strict=True)))
+    _write_back(answers, best, bounded, clips, replaced)
+
+
+def _write_back(
+    answers: tuple[Tensor, Tensor, Tensor, Tensor],
+    best: Sequence[Tensor],
+    bounded: Tensor,
+    clips: Tensor,
+    replaced: Tensor,
+) -> None:
+    """The look-ahead's ``best`` answers of ``clips`` into ``answers``; the ``replaced`` clips' frames ``bounded``."""
     for mine, theirs in zip(answers, best, strict=True):
         mine[:, clips] = theirs
     bounded[:, clips[replaced]] = True

@@ -1,0 +1,59 @@
+"""Issue 43's ur5e clips at acceleration 0: the elbow passing through its straight (singular) position.
+
+bench/trajectory.py's ur5e clips (joint paths at 0.8 v_max, seed 1) have frames where the elbow straightens; there
+the greedy frame (the solution nearest its pull point) may land on the other elbow branch, which cannot follow the
+path within the velocity limits, and later frames fail. A 6-joint arm has no self-motion for the look-ahead's search;
+the momentum plan (the clip's greedy frames solved again with an acceleration cost, which carries the elbow through)
+re-plans such clips, re-solved inside the velocity boxes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ik_layer
+from ik_layer.trajectory import solve as trajectory_solve
+from ik_layer.trajectory.problem import joint_difference, velocity_limits
+from ik_layer.trajectory.synthetic import joint_paths
+
+DT = 0.01
+
+
+def _clip() -> tuple[ik_layer.Robot, torch.Tensor]:
+    """bench/trajectory.py's ur5e clip 29, its first 120 frames (greedily, frames 64-65 fail)."""
+    robot = ik_layer.load_robot("ur5e")
+    path = joint_paths(robot, 32, 500, DT, speed=0.8, generator=torch.Generator().manual_seed(1))[29, :120]
+    return robot, path
+
+
+def test_the_greedy_pass_alone_fails_frames_of_the_clip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trajectory_solve, "_look_ahead", lambda *args, **kwargs: None)  # the greedy pass alone
+    robot, path = _clip()
+    result = ik_layer.solve_trajectory(robot, robot.fk(path), dt=DT, warm_start=path[0], acceleration=0.0)
+    assert not bool(result.success.all())
+    assert float(result.velocity_ratio.max()) <= 1.0
+
+
+def test_the_momentum_plan_meets_every_frame_of_a_ur5e_clip() -> None:
+    """Pinocchio puts every frame within the tolerances, every step within the velocity limits, every joint inside
+    its limits; the replaced clip's frames are all ``bounded``."""
+    pin = pytest.importorskip("pinocchio")
+    robot, path = _clip()
+    target, limit = robot.fk(path), velocity_limits(robot)
+    assert float((joint_difference(robot, path[1:], path[:-1]).abs() / (limit * DT)).max()) <= 0.8
+    result = ik_layer.solve_trajectory(
+        robot, target, dt=DT, warm_start=path[0], acceleration=0.0, generator=torch.Generator().manual_seed(0)
+    )
+    assert result.success.all() and result.bounded.all()
+    steps = joint_difference(robot, result.q, torch.cat((path[:1], result.q[:-1])))
+    assert bool((steps.abs() <= limit * DT).all())
+    assert bool(((result.q >= robot.lower) & (result.q <= robot.upper)).all())
+    model, data = robot.model, robot.model.createData()
+    frame = model.getFrameId(robot.ee_frame)
+    for q, goal in zip(robot.to_pinocchio_q(result.q).numpy(), target.numpy(), strict=True):
+        pin.framesForwardKinematics(model, data, q)
+        reached = data.oMf[frame]
+        assert np.linalg.norm(reached.translation - goal[:3, 3]) <= 1e-4
+        assert np.linalg.norm(pin.log3(goal[:3, :3] @ reached.rotation.T)) <= 1e-3
