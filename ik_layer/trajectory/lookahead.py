@@ -6,9 +6,9 @@ joints faster than their limits, and frames later fail inside their velocity box
 6-joint arm the same happens where its elbow passes through its straight (singular) position: the nearest solution
 there may be the other elbow branch, which cannot follow the path in time.
 
-0. **Momentum** (every robot, at an ``acceleration`` below ``MOMENTUM``): the failing clips' frames solved greedily
-   again with the acceleration weight ``MOMENTUM`` (:func:`with_momentum`); the momentum carries the elbow through
-   the singularity on its branch. Its answers are the plan.
+0. **Momentum** (every robot): the failing clips' frames solved greedily again with an acceleration weight, each of
+   ``MOMENTUM`` above the solve's ``acceleration`` in turn, for the clips still failing (:func:`with_momentum`); the
+   momentum carries the elbow through the singularity on its branch. Its answers are the plan.
 
 Each plan is re-solved frame by frame inside the velocity boxes from its own configurations (:func:`resolved_along`),
 and the solver keeps, per clip, whichever answers meet the most frames. For a robot with a self-motion (more joints
@@ -67,8 +67,8 @@ __all__ = [
     "with_momentum",
 ]
 
-MOMENTUM = 10.0
-"""The acceleration weight of the momentum plan (the greedy frames of a clip solved again with it)."""
+MOMENTUM = (10.0, 30.0, 100.0)
+"""The acceleration weights of the momentum plans (the greedy frames of a clip solved again with each in turn)."""
 
 SAMPLES = 48
 """Configurations sampled along the first frame's self-motion (the search's chains)."""
@@ -106,9 +106,9 @@ def has_self_motion(robot: Robot, checked: TrajectoryProblem) -> bool:
     return base_nv(robot) == 0 and robot.dof > rows
 
 
-def with_momentum(checked: TrajectoryProblem, clips: Tensor) -> TrajectoryProblem:
+def with_momentum(checked: TrajectoryProblem, clips: Tensor, acceleration: float) -> TrajectoryProblem:
     """The clips ``clips`` (n,) (indices) of ``checked`` as a problem of their own, its acceleration weight
-    ``MOMENTUM`` (the momentum plan's frames, solved greedily)."""
+    ``acceleration`` (one of ``MOMENTUM``: a momentum plan's frames, solved greedily)."""
     problem, frames, n = checked.problem, checked.frames, clips.shape[0]
 
     def rows(x: Tensor) -> Tensor:
@@ -120,7 +120,7 @@ def with_momentum(checked: TrajectoryProblem, clips: Tensor) -> TrajectoryProble
         problem=part,
         batch=torch.Size([n]),
         clips=n,
-        acceleration=MOMENTUM,
+        acceleration=acceleration,
         start=None if checked.start is None else checked.start[clips],
         posture=None if checked.posture is None else checked.posture[clips],
     )

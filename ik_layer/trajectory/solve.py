@@ -245,10 +245,15 @@ def _look_ahead(
         late = deadline is not None and time.monotonic() >= deadline
         return every[:0] if late else every[~best[1].all(0)]
 
-    if checked.acceleration < MOMENTUM:  # the momentum plan: the clips' greedy frames with an acceleration cost
-        momentum = with_momentum(checked, clips)
+    for acceleration in MOMENTUM:  # the momentum plans: the clips' greedy frames with an acceleration cost
+        rows = left()
+        if checked.acceleration >= acceleration or not rows.numel():
+            continue
+        momentum = with_momentum(checked, clips[rows], acceleration)
         plan = greedy_frames(robot, momentum, generator=generator, engine=engine, deadline=deadline)[0]
-        keep(every, resolved_along(robot, target, weights, plan, start, step, options, (~best[1]).sum(0)))
+        part_start = None if start is None else start[rows]
+        allowed = (~best[1][:, rows]).sum(0)
+        keep(rows, resolved_along(robot, target[:, rows], weights[:, rows], plan, part_start, step, options, allowed))
     rows = left()
     if not rows.numel() or not has_self_motion(robot, checked):
         _write_back(answers, best, bounded, clips, replaced)
