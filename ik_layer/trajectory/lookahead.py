@@ -6,9 +6,10 @@ joints faster than their limits, and frames later fail inside their velocity box
 6-joint arm the same happens where its elbow passes through its straight (singular) position: the nearest solution
 there may be the other elbow branch, which cannot follow the path in time.
 
-0. **Momentum** (every robot): the failing clips' frames solved greedily again with an acceleration weight, each of
-   ``MOMENTUM`` above the solve's ``acceleration`` in turn, for the clips still failing (:func:`with_momentum`); the
-   momentum carries the elbow through the singularity on its branch. Its answers are the plan.
+0. **Momentum** (a robot without a self-motion, such as a 6-joint arm; on a panda it only cost time): the failing
+   clips' frames solved greedily again with an acceleration weight, each of ``MOMENTUM`` above the solve's
+   ``acceleration`` in turn, for the clips still failing (:func:`with_momentum`); the momentum carries the elbow
+   through the singularity on its branch. Its answers are the plan.
 
 Each plan is re-solved frame by frame inside the velocity boxes from its own configurations (:func:`resolved_along`),
 and the solver keeps, per clip, whichever answers meet the most frames. For a robot with a self-motion (more joints

@@ -9,8 +9,8 @@ faster than its limit (a restart landed on another branch) or it failed, the fra
 velocity box (:mod:`ik_layer.trajectory.bounded`), so no answer ever exceeds the limits.
 
 A clip that still has failed frames is re-planned whole by the look-ahead (:mod:`ik_layer.trajectory.lookahead`:
-its frames solved greedily again with an acceleration cost, the momentum plan; on a robot with a self-motion, more
-joints than pose rows and no floating base, a search along the self-motion, then a smoothing of the whole clip) and
+on a robot with a self-motion, more joints than pose rows and no floating base, a search along the self-motion, then
+a smoothing of the whole clip; on any other, its frames solved greedily again with an acceleration cost) and
 re-solved frame by frame inside the velocity boxes from the plan; where that meets more of its frames, the clip takes
 those answers, all of them ``bounded`` (they are the plan's, not the ones nearest their pull points).
 """
@@ -245,7 +245,8 @@ def _look_ahead(
         late = deadline is not None and time.monotonic() >= deadline
         return every[:0] if late else every[~best[1].all(0)]
 
-    for acceleration in MOMENTUM:  # the momentum plans: the clips' greedy frames with an acceleration cost
+    self_motion = has_self_motion(robot, checked)
+    for acceleration in () if self_motion else MOMENTUM:  # the momentum plans: greedy frames with an acceleration cost
         rows = left()
         if checked.acceleration >= acceleration or not rows.numel():
             continue
@@ -255,7 +256,7 @@ def _look_ahead(
         allowed = (~best[1][:, rows]).sum(0)
         keep(rows, resolved_along(robot, target[:, rows], weights[:, rows], plan, part_start, step, options, allowed))
     rows = left()
-    if not rows.numel() or not has_self_motion(robot, checked):
+    if not rows.numel() or not self_motion:
         _write_back(answers, best, bounded, clips, replaced)
         return
     part_start = None if start is None else start[rows]
