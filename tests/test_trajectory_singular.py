@@ -9,7 +9,6 @@ re-plans such clips, re-solved inside the velocity boxes.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,9 +16,7 @@ import ik_layer
 from ik_layer.trajectory import solve as trajectory_solve
 from ik_layer.trajectory.problem import joint_difference, velocity_limits
 from ik_layer.trajectory.synthetic import joint_paths
-
-DT = 0.01
-
+from tests.test_trajectory_reachability import DT, assert_clip_met
 
 # bench/trajectory.py's ur5e clip 29 (seed 1), its first 120 frames: greedily, frames 64-65 fail; the same clips
 # with seed 4, clip 10, frames 200-319: greedily frames 249-254 fail, and a momentum of 10 does not carry it through.
@@ -47,21 +44,11 @@ def test_the_greedy_pass_alone_fails_frames_of_the_clip(
 def test_the_momentum_plan_meets_every_frame_of_a_ur5e_clip(seed: int, clip: int, first: int) -> None:
     """Pinocchio puts every frame within the tolerances, every step within the velocity limits, every joint inside
     its limits; the replaced clip's frames are all ``bounded``."""
-    pin = pytest.importorskip("pinocchio")
     robot, path = _clip(seed, clip, first)
-    target, limit = robot.fk(path), velocity_limits(robot)
+    limit = velocity_limits(robot)
     assert float((joint_difference(robot, path[1:], path[:-1]).abs() / (limit * DT)).max()) <= 0.8
     result = ik_layer.solve_trajectory(
-        robot, target, dt=DT, warm_start=path[0], acceleration=0.0, generator=torch.Generator().manual_seed(0)
+        robot, robot.fk(path), dt=DT, warm_start=path[0], acceleration=0.0, generator=torch.Generator().manual_seed(0)
     )
     assert result.success.all() and result.bounded.all()
-    steps = joint_difference(robot, result.q, torch.cat((path[:1], result.q[:-1])))
-    assert bool((steps.abs() <= limit * DT).all())
-    assert bool(((result.q >= robot.lower) & (result.q <= robot.upper)).all())
-    model, data = robot.model, robot.model.createData()
-    frame = model.getFrameId(robot.ee_frame)
-    for q, goal in zip(robot.to_pinocchio_q(result.q).numpy(), target.numpy(), strict=True):
-        pin.framesForwardKinematics(model, data, q)
-        reached = data.oMf[frame]
-        assert np.linalg.norm(reached.translation - goal[:3, 3]) <= 1e-4
-        assert np.linalg.norm(pin.log3(goal[:3, :3] @ reached.rotation.T)) <= 1e-3
+    assert_clip_met(robot, result.q, path)
