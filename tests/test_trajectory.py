@@ -140,11 +140,16 @@ def test_a_timeout_stops_the_clip_and_later_frames_hold_the_last_configuration(u
     whole = ik_layer.solve_trajectory(ur5e, target, dt=DT, warm_start=path[:, 0], timeout=60)
     assert took < 2.0  # one frame's 10,000 iterations at most stopped at 0.1 s; 30 frames would take seconds
     # Frames run their 10,000 iterations (frame 0 starts at its solution, the warm start) until the time runs out
-    # during frame d, which answers DEADLINE as every frame after it, those holding its configuration.
-    deadline = (late.status == ik_layer.DEADLINE).int()
-    d = int(deadline[0].argmax())
-    assert 0 < d < 25 and bool((deadline[:, d:] == 1).all()) and not bool(deadline[:, :d].any())
-    assert not late.success[:, d:].any()
+    # during frame d, which answers DEADLINE as every frame after it, those holding its configuration. The clips' rows
+    # share each frame's solve: one that stopped in frame d just before the time ran out (its iterations spent, or
+    # errors of exactly 0) answers DEADLINE from d + 1.
+    deadline = late.status == ik_layer.DEADLINE
+    first = deadline.int().argmax(dim=1)  # each clip's first DEADLINE frame
+    d = int(first.min())
+    assert 0 < d < 25 and int(first.max()) <= d + 1
+    for clip, frame in enumerate(first.tolist()):
+        assert bool(deadline[clip, frame:].all()) and not bool(deadline[clip, :frame].any())
+        assert not late.success[clip, frame:].any()
     assert torch.equal(late.q[:, d + 1 :], late.q[:, d : d + 1].expand(-1, 29 - d, -1))
     assert bool((late.max_step[:, d + 1 :] == 0).all())
     position, rotation = confirmed_errors(ur5e, late.q, target)
