@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ik_layer.engine.slots import Array, Readout, Slots
 from ik_layer.exceptions import IKLayerError
+from ik_layer.model.lie import numpy_view
 from ik_layer.model.robot import Robot
 from ik_layer.model.warp_runtime import torch_stream
 
@@ -43,9 +44,7 @@ class HostStore(Slots[np.ndarray]):
         super().__init__(robot, capacity)
 
     def array(self, x: Tensor | np.ndarray) -> np.ndarray:
-        if isinstance(x, Tensor):
-            return x.detach().numpy() if x.requires_grad else x.numpy()  # (no torch operator without a graph)
-        return x
+        return numpy_view(x) if isinstance(x, Tensor) else x
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x) if isinstance(x, np.ndarray) else x

@@ -87,10 +87,16 @@ def host_values(x: Tensor) -> Tensor | np.ndarray:
     small = x.is_cpu and x.numel() <= _HOST_CHECK_MAX
     if small and x.dtype in (torch.float32, torch.float64):
         try:
-            return x.detach().numpy() if x.requires_grad else x.numpy()  # (no torch operator without a graph)
+            return numpy_view(x)
         except RuntimeError:  # a functorch-wrapped tensor
             return x
     return x
+
+
+def numpy_view(x: Tensor) -> np.ndarray:
+    """A numpy view of CPU tensor ``x``'s values (detached only where it carries a graph: no torch operator
+    otherwise)."""
+    return x.detach().numpy() if x.requires_grad else x.numpy()
 
 
 def _check_pair(names: tuple[str, str], a: Tensor, b: Tensor, batch_dims: tuple[int, int]) -> torch.Size:
