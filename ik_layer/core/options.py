@@ -85,9 +85,20 @@ class SolveOptions:
     """
 
     num_seeds: int = _option(
-        int, 4, 1, 64, "seeds per target at most (the engine adds one each time a target stalls past restart_after)"
+        int,
+        4,
+        1,
+        64,
+        "seeds per target at most (a target stalled past restart_after gets another; solved alone, in turn)",
     )
-    max_iterations: int = _option(int, 200, 0, 10_000, "iteration budget per target")
+    max_iterations: int = _option(
+        int,
+        200,
+        0,
+        10_000,
+        "iteration budget per target (its seeds side by side share it; solved alone, they run in turn, up to the sum"
+        " over seeds k of max_iterations - k * restart_after)",
+    )
     position_tolerance: float = _option(
         float, 1e-4, 0.0, 1.0, "success threshold on the position error", unit="m", exclusive_minimum=True
     )

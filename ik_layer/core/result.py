@@ -39,7 +39,9 @@ class IKResult(Generic[ArrayT]):
         success: (...) bool, both errors within their tolerances (at every end-effector frame).
         position_error: (...) [m] norm of the weighted position error axes (the worst frame's).
         orientation_error: (...) [rad] norm of the weighted rotation-vector error axes (the worst frame's).
-        iterations: (...) int64, iterations until success (the budget used if it failed).
+        iterations: (...) int64, iterations until success (the budget used if it failed), counted on the target's
+            clock: seeds running side by side share it, while a target solved alone (:meth:`Engine.solve
+            <ik_layer.engine.Engine.solve>`) runs its seeds one after another and may count past ``max_iterations``.
         min_distance: (...) [m] with obstacles or self-collision: the least signed distance between the robot's
             collision spheres and the obstacles (or each other) at ``q`` (negative: they overlap; a success is at
             least ``collision_margin``); None without.

@@ -47,7 +47,7 @@ from ik_layer.terms import term_data
 
 __all__ = [
     "CANCELLED", "DEADLINE", "PROBE_ROWS", "ROW_STATUS",
-    "Engine", "Request", "first_starts", "lone_horizon",
+    "Engine", "Request", "first_starts", "lone_budget", "lone_horizon",
 ]  # fmt: skip
 
 PROBE_ROWS = 256
@@ -194,13 +194,13 @@ def first_starts(problem: Problem) -> Tensor | None:
 
 
 def lone_horizon(options: SolveOptions, block: int) -> int:
-    """Iterations of the one launch of a lone request (blocks of ``block`` iterations), until the scheduler could
-    first act on it.
+    """Iterations of the launch that follows a request's admission into an idle engine with nothing else waiting
+    (blocks of ``block`` iterations), until the scheduler could first act on it.
 
     The scheduler acts on a request without obstacles only to retire its targets, to give a stalled target another
     seed (at the first block boundary at or after ``restart_after`` iterations; never with ``num_seeds`` 1), or at
     its deadline or cancellation. Until then the launches of blocks and one launch of all their iterations give the
-    same answers, bit for bit: a lone request runs to that boundary (the whole solve for most targets) in one
+    same answers, bit for bit: such a request runs to that boundary (the whole solve for most targets) in one
     launch, with no Python between its blocks (with a deadline, in slices: :mod:`ik_layer.engine.pace`).
     """
     if options.num_seeds == 1:
@@ -208,11 +208,20 @@ def lone_horizon(options: SolveOptions, block: int) -> int:
     return min(options.max_iterations, -(-options.restart_after // block) * block)
 
 
-def _budgets(options: SolveOptions, unreachable: np.ndarray) -> np.ndarray:
+def lone_budget(options: SolveOptions) -> int:
+    """Iterations of a target solved alone (:meth:`Engine.solve`), its seeds one after another in one slot: as many
+    as its ``num_seeds`` seeds could run at most on the scheduler, seed k from ``k * restart_after`` iterations to
+    ``max_iterations`` (the sum over k of ``max_iterations - k * restart_after``, where positive)."""
+    most, after = options.max_iterations, options.restart_after
+    seeds = min(options.num_seeds, -(-most // after))
+    return seeds * most - after * seeds * (seeds - 1) // 2
+
+
+def _budgets(options: SolveOptions, unreachable: np.ndarray, full: int | None = None) -> np.ndarray:
     """Iteration budgets of targets: ``restart_after`` (at most) for those out of reach (``unreachable``), else
-    ``max_iterations``."""
-    short = min(options.restart_after, options.max_iterations)
-    return np.where(unreachable, short, options.max_iterations)
+    ``full`` (default ``max_iterations``)."""
+    full = options.max_iterations if full is None else full
+    return np.where(unreachable, min(options.restart_after, full), full)
 
 
 def _scenes_of(scene: np.ndarray | None, rows: np.ndarray) -> tuple[int, int] | np.ndarray:
@@ -324,26 +333,31 @@ class Engine:
         return request
 
     def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
-        """Solve a checked problem here and now (as :meth:`submit`, then :meth:`run` until it is done), by
-        ``deadline`` (``time.monotonic()``; None: none); the caller owns the engine (one worker thread at a time).
+        """Solve a checked problem here and now, by ``deadline`` (``time.monotonic()``; None: none); the caller owns
+        the engine (one worker thread at a time).
 
-        In an idle engine a problem without obstacles that fits in the slots runs alone (:meth:`_solve_alone`): the
-        same answers, with no scheduling between its blocks.
+        In an idle engine a problem without obstacles that fits in the slots, with at most one given start per
+        target (a warm start, or a posture that seeds), is solved alone (:meth:`_solve_alone`): each target in one
+        slot, its seeds one after another, in one launch. Otherwise it is scheduled (as :meth:`submit`, then
+        :meth:`run` until it is done): a target's next seed runs beside the one that stalled. The two give
+        different answers of the same success rates (``bench/ik_vs_peers.py``), each reproducible for a ``seed``.
         """
         collision = CollisionCost.of(self.robot, problem.obstacles, problem.options)
         if collision is None and not self.busy and 0 < problem.rows <= self.slots.capacity:
-            return self._solve_alone(problem, seed, deadline)
+            start = first_starts(problem)
+            if start is None or start.shape[1] == 1:
+                return self._solve_alone(problem, start, seed, deadline)
         request = self._queue(problem, seed, deadline, collision, give_up=True)
         self.run(request)
         return request.result(problem.batch)
 
-    def _solve_alone(self, problem: Problem, seed: int, deadline: float | None) -> IKResult:
-        """``problem`` in an idle engine: its targets' first seeds in the first slots, one launch of
-        :func:`lone_horizon` iterations, and the answers read from the slots when every target stopped (most
-        problems), as the scheduler would have given them; else the scheduler takes the request over from there,
-        as if it had placed its seeds."""
+    def _solve_alone(self, problem: Problem, start: Tensor | None, seed: int, deadline: float | None) -> IKResult:
+        """``problem`` in an idle engine, from its targets' given ``start`` (n, 1, nq) or random ones: each target
+        in one slot (from the restart stream of its first seed on the scheduler), where the kernel restarts a
+        stalled seed at random, within :func:`lone_budget` iterations (``restart_after`` for a target out of
+        reach), all in one launch; the answers read from the slots. Only a ``deadline`` that stops the launch
+        first leaves targets running: the scheduler takes the request over, with no more seeds, to retire them."""
         options, slots, n = problem.options, self.slots, problem.rows
-        start = first_starts(problem)
         target, weights = slots.array(problem.target), slots.array(problem.weights)
         unreachable = self._reach.beyond(target, weights, options.position_tolerance)
         placed = slice(0, n)
@@ -351,18 +365,19 @@ class Engine:
         slots.forget_terms()
         given = slots.pack(target, None if start is None else start[:, 0], weights=weights,
                            data=term_data(problem.posture, problem.terms), into=placed)  # fmt: skip
+        budget = lone_budget(options)
         slots.place(
             placed, None, options, gains=gains, random=start is None, seed=seed,
             rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
-            budget=_budgets(options, unreachable) if unreachable.any() else None,
+            budget=_budgets(options, unreachable, budget) if unreachable.any() else budget,
         )  # fmt: skip
-        self._launch(lone_horizon(options, self.block), n, deadline)
+        self._launch(budget, n, deadline)
         status, iterations, _, _ = slots.read(n)
-        if (status == RUNNING).any():  # the scheduler's from here: give stalled targets more seeds, deadlines...
+        if (status == RUNNING).any():  # stopped by the deadline: the scheduler retires them there
             request = self._open(problem, seed, deadline, None, slots.copy(given))  # (the slots are reused)
             request.unreachable, request.scene, request.admitted = unreachable, np.zeros((1, 2), dtype=np.int32), n
             none = np.zeros(n, dtype=np.int64)
-            self._hold(request, np.arange(n), placed, np.arange(n), none, none)
+            self._hold(request, np.arange(n), placed, np.arange(n), none, none, more_seeds=False)
             self.run(request)
             return request.result(problem.batch)
         batch, tensor, nq = problem.batch, slots.tensor, self.robot.nq
@@ -550,9 +565,12 @@ class Engine:
         slots: np.ndarray,
         seeds: np.ndarray,
         offsets: np.ndarray,
+        *,
+        more_seeds: bool = True,
     ) -> None:
         """Record seeds ``seeds`` of the targets ``rows`` (distinct) as running in ``slots`` (``into``: the same,
-        compact), ``offsets`` iterations into their budgets."""
+        compact), ``offsets`` iterations into their budgets; targets in reach may ask for more seeds (up to
+        ``num_seeds``) unless not ``more_seeds``."""
         count = len(rows)
         at = compact_index(rows)
         unreachable = request.unreachable[at]
@@ -563,7 +581,7 @@ class Engine:
         self._row[into] = rows
         self._seed[into] = seeds
         self._offset[into] = offsets
-        self._may_ask[into] = (seeds + 1 < request.options.num_seeds) & ~unreachable
+        self._may_ask[into] = (seeds + 1 < request.options.num_seeds) & ~unreachable & more_seeds
         self._ask_from[into] = request.options.restart_after
         request.slot[rows, seeds] = slots
         request.seeds[at] += 1

@@ -375,7 +375,7 @@ class Slots(ABC, Generic[StoreArray]):
         rng_offset: np.ndarray,
         scene: tuple[int, int] | np.ndarray = (0, 0),
         pool: int = -1,
-        budget: np.ndarray | None = None,
+        budget: int | np.ndarray | None = None,
         q: StoreArray | None = None,
     ) -> None:
         """Start the rows ``of`` of ``given`` (:meth:`pack`; None: packed into the slots already) in the slots
@@ -383,7 +383,7 @@ class Slots(ABC, Generic[StoreArray]):
         the secondary terms' ``gains`` (:meth:`gains_of`), starts drawn by the kernel if ``random`` (else ``q``
         (k, nq) if given, else
         the rows' ``q``), restart streams ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
-        :meth:`admit`'s, and iteration budgets ``budget`` (k,) (default ``options.max_iterations``).
+        :meth:`admit`'s, and iteration budgets ``budget`` (k,) or one for all (default ``options.max_iterations``).
 
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
