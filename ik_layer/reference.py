@@ -31,6 +31,7 @@ from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import DEADLINE, EXHAUSTED, SOLVED, IKResult, frame_errors
+from ik_layer.core.seeding import first_from_table, nearest_starts, seed_table
 from ik_layer.model.floating import BASE_NQ
 from ik_layer.model.lie import matrix_to_quaternion, pose_error
 from ik_layer.model.robot import Robot
@@ -54,7 +55,10 @@ def solve_reference(
         robot, problem.target, problem.weights, problem.options, problem.posture, generator, collision,
         posture_seeds=problem.posture_seeds, terms=problem.terms,
     )  # fmt: skip
-    q, ok, pos_err, ori_err, iters, status = run.run(problem.warm_start, deadline)
+    first, table = problem.warm_start, seed_table(robot)
+    if table is not None and first_from_table(problem, collision is not None):  # as the engine's first seeds
+        first = nearest_starts(table, problem.target, problem.weights)
+    q, ok, pos_err, ori_err, iters, status = run.run(first, deadline)
     least, pair = (None, None) if collision is None else collision.closest(robot, q)
     return IKResult(q, ok, pos_err, ori_err, iters, least, pair, status).reshaped(problem.batch)
 

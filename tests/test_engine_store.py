@@ -69,7 +69,7 @@ def test_restart_streams_written_into_scattered_slots_keep_their_int32_type() ->
     store.admit(np.array([0, 3, 6]), target, None, OPTIONS, seed=2, rng_offset=np.array([10, 11, 12]))
     assert store.rng.dtype == torch.int32 and store.rng[[0, 3, 6]].tolist() == [10, 11, 12]
     again = store.pack(target[1:])  # slots 3 and 6 placed again, with budgets of their own
-    store.place(np.array([3, 6]), again, OPTIONS, gains=(0.0, 0.0, 0.0), random=True, seed=2,
+    store.place(np.array([3, 6]), again, OPTIONS, gains=(0.0, 0.0, 0.0), start=DRAWN_START, seed=2,
                 rng_offset=np.array([11, 12]), budget=np.array([5, 7]))  # fmt: skip
     assert store.budget[[0, 3, 6]].tolist() == [OPTIONS.max_iterations, 5, 7]
 

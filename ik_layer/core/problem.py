@@ -45,6 +45,9 @@ class Problem:
         warm_start: (n, nq) first seeds, or None.
         posture: (n, nq) preferred configurations, or None.
         posture_seeds: whether the posture is also a first seed (after the warm start); else it only pulls.
+        nearest_start: whether a target with no given first seed begins at its robot's seed table's configuration
+            nearest its target (:mod:`ik_layer.core.seeding`; not with a floating base or a collision term); else
+            all its seeds start at random.
         obstacles: the obstacles the targets' answers keep clear of (in the base frame): one scene shared by every
             target, or one scene per target (see :func:`~ik_layer.collision.shapes.check_scenes`).
         options: the resolved solver options.
@@ -60,6 +63,7 @@ class Problem:
     warm_start: Tensor | None = None
     posture: Tensor | None = None
     posture_seeds: bool = True
+    nearest_start: bool = True
     obstacles: Scenes = ((),)
     options: SolveOptions
     goals: int = 0

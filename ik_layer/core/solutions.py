@@ -355,7 +355,7 @@ def _concat(results: list[IKResult]) -> IKResult:
 
 def _random_starts(problem: Problem, rows: Tensor) -> Problem:
     """The targets ``rows`` (repeats allowed) as a problem of their own, every seed from a random start (no warm
-    start; the posture pulls but seeds nothing)."""
+    start, no seed table; the posture pulls but seeds nothing)."""
     scenes = problem.obstacles if len(problem.obstacles) == 1 else tuple(problem.obstacles[r] for r in rows.tolist())
     return replace(
         problem,
@@ -365,6 +365,7 @@ def _random_starts(problem: Problem, rows: Tensor) -> Problem:
         warm_start=None,
         posture=None if problem.posture is None else problem.posture[rows],
         posture_seeds=False,
+        nearest_start=False,
         obstacles=scenes,
         terms=problem.terms_of(rows),
     )

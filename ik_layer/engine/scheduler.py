@@ -34,7 +34,8 @@ from ik_layer.collision.cost import CollisionCost
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
 from ik_layer.core.result import CANCELLED, DEADLINE, EXHAUSTED, ROW_STATUS, SOLVED, IKResult, frame_errors
-from ik_layer.engine.device.kernel import RUNNING, START_POOLS
+from ik_layer.core.seeding import first_from_table
+from ik_layer.engine.device.kernel import DRAWN_START, GIVEN_START, NEAREST_START, RUNNING, START_POOLS
 from ik_layer.engine.launch import BlockLauncher
 from ik_layer.engine.pace import Pacer
 from ik_layer.engine.reach import reach
@@ -366,8 +367,9 @@ class Engine:
         given = slots.pack(target, None if start is None else start[:, 0], weights=weights,
                            data=term_data(problem.posture, problem.terms), into=placed)  # fmt: skip
         budget = lone_budget(options)
+        kind = GIVEN_START if start is not None else self._first_draw(problem, None)
         slots.place(
-            placed, None, options, gains=gains, random=start is None, seed=seed,
+            placed, None, options, gains=gains, start=kind, seed=seed,
             rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
             budget=_budgets(options, unreachable, budget) if unreachable.any() else budget,
         )  # fmt: skip
@@ -549,13 +551,31 @@ class Engine:
         later = (seeds > 0) & (seeds < request.given)  # a given start other than the packed one: the posture's
         self.slots.place(
             into, arrays.given, request.options, of=at, gains=request.gains,
-            random=seeds >= request.given, seed=request.seed, rng_offset=rows * request.options.num_seeds + seeds,
+            start=self._start_kinds(request, seeds), seed=request.seed,
+            rng_offset=rows * request.options.num_seeds + seeds,
             scene=_scenes_of(request.scene, rows), pool=request.pool, budget=budget,
         )  # fmt: skip
         if later.any():
             index = self.slots.index
             self.slots.fields["q"][index(slots[later])] = arrays.start[index(rows[later]), index(seeds[later])]
         self._hold(request, rows, into, slots, seeds, offsets)
+
+    def _first_draw(self, problem: Problem, collision: CollisionCost | None) -> int:
+        """How the first seed of a target of ``problem`` (with ``collision``) without a given start starts: at the
+        seed table's nearest configuration where the robot has a table (no floating base) and
+        :func:`~ik_layer.core.seeding.first_from_table`, else drawn at random."""
+        nearest = self.slots.table is not None and first_from_table(problem, collision is not None)
+        return NEAREST_START if nearest else DRAWN_START
+
+    def _start_kinds(self, request: Request, seeds: np.ndarray) -> int | np.ndarray:
+        """How the seeds ``seeds`` of ``request``'s targets start (one for all where they agree): given (its first
+        ones), :meth:`_first_draw` (the first of a target without a given start), else drawn at random."""
+        first = GIVEN_START if request.given else self._first_draw(request.problem, request.collision)
+        if not seeds.any():  # (most placements: every target's first seed)
+            return first
+        kinds = np.where(seeds < request.given, GIVEN_START, DRAWN_START)
+        kinds[seeds == 0] = first
+        return kinds
 
     def _hold(
         self,

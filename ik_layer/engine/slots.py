@@ -27,6 +27,7 @@ from torch import Tensor
 from ik_layer.core.lm import LM
 from ik_layer.core.options import SolveOptions
 from ik_layer.core.problem import Problem
+from ik_layer.core.seeding import seed_table
 from ik_layer.engine.device.collision_step import (
     SphereLayout,
     collision_structs,
@@ -34,7 +35,15 @@ from ik_layer.engine.device.collision_step import (
     sphere_tensors,
     spine_tensors,
 )
-from ik_layer.engine.device.kernel import EMPTY, POOL_STARTS, RUNNING, START_POOLS, slot_structs
+from ik_layer.engine.device.kernel import (
+    DRAWN_START,
+    EMPTY,
+    GIVEN_START,
+    POOL_STARTS,
+    RUNNING,
+    START_POOLS,
+    slot_structs,
+)  # fmt: skip
 from ik_layer.engine.obstacles import TABLE_ROWS, ObstacleTable
 from ik_layer.engine.slot_rows import RowLayout
 from ik_layer.model.robot import Robot
@@ -82,8 +91,9 @@ class Slots(ABC, Generic[StoreArray]):
         gains (T,): each secondary term's gain, in :attr:`terms` order (0: off).
         scene (2,): int32 the first row and count of the slot's obstacles in :attr:`obstacles`; self_collision:
             int32 1 where the robot's self-collision pairs count; collision (2,): the margin and activation [m].
-        random_start: int32 1 where the slot's start is to be drawn by the kernel (uniform in the limits,
-            from the slot's restart stream), 2 once drawn, 0 for a given start.
+        random_start: int32 how the slot starts at its first launch (:data:`~ik_layer.engine.device.kernel.GIVEN_START`
+            0: from its ``q``; ``DRAWN_START`` 1: drawn by the kernel, uniform in the limits, from the slot's restart
+            stream, 2 once drawn; ``NEAREST_START`` 3: the configuration of :attr:`table` nearest its targets).
         q (nq,), mu: the current configuration and relative damping.
         best_q (nq,), best_score: the lowest-rank configuration seen (the answer) and its rank: the
             score (error over tolerance, <= 1 is success), or for a success with secondary terms
@@ -107,6 +117,8 @@ class Slots(ABC, Generic[StoreArray]):
             link_chain, spheres: the chains of the links carrying them and the spheres as the kernel reads them
             (:func:`~ik_layer.engine.device.collision_step.collision_structs`).
         obstacles: the table of the obstacles of the scenes in flight (a row without collision spheres).
+        table: the robot's :class:`~ik_layer.core.seeding.SeedTable` (None with a floating base), the kernel's
+            ``table_q`` and ``table_pose`` (empty without).
         fields: this store's arrays (``StoreArray``: numpy views or the tensors) of the same memory, by name.
     """
 
@@ -179,6 +191,9 @@ class Slots(ABC, Generic[StoreArray]):
         self.collision_used = False  # whether a slot admitted since the last forget_terms() checks collision
         self.pool_q = torch.zeros(START_POOLS * POOL_STARTS, nq, **real)
         self.pool_count = torch.zeros(START_POOLS, **count)
+        self.table = seed_table(robot)
+        self.table_q = torch.zeros(0, nq, **real) if self.table is None else self.table.q
+        self.table_pose = torch.zeros(0, frames, 12, **real) if self.table is None else self.table.pose
         self.check_cost = torch.full((n,), torch.inf, **real)
         self.cost = torch.full((n,), torch.inf, **real)
         self.polish_scale = torch.ones(n, **real)
@@ -328,7 +343,7 @@ class Slots(ABC, Generic[StoreArray]):
         given = self.pack(target, q, weights=weights, data=term_data(posture, terms))
         gains = gains_of(options, posture is not None, terms, self.terms)
         self.place(
-            slots, given, options, gains=gains, random=q is None, seed=seed,
+            slots, given, options, gains=gains, start=DRAWN_START if q is None else GIVEN_START, seed=seed,
             rng_offset=np.asarray(rng_offset, dtype=np.int64).reshape(-1), scene=scene, pool=pool,
         )  # fmt: skip
 
@@ -370,7 +385,7 @@ class Slots(ABC, Generic[StoreArray]):
         *,
         of: np.ndarray | slice = slice(None),
         gains: tuple[float, ...],
-        random: bool | np.ndarray,
+        start: int | np.ndarray,
         seed: int,
         rng_offset: np.ndarray,
         scene: tuple[int, int] | np.ndarray = (0, 0),
@@ -380,22 +395,22 @@ class Slots(ABC, Generic[StoreArray]):
     ) -> None:
         """Start the rows ``of`` of ``given`` (:meth:`pack`; None: packed into the slots already) in the slots
         ``index`` (k,), RUNNING, with ``options``:
-        the secondary terms' ``gains`` (:meth:`gains_of`), starts drawn by the kernel if ``random`` (else ``q``
-        (k, nq) if given, else
-        the rows' ``q``), restart streams ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
+        the secondary terms' ``gains`` (:meth:`gains_of`), starting as ``start`` tells (one for all, or (k,): see
+        :attr:`random_start`; a given start is ``q`` (k, nq) if given, else the rows' ``q``), restart streams
+        ``wp.rand_init(seed, rng_offset)`` (k,), ``scene`` and ``pool`` as
         :meth:`admit`'s, and iteration budgets ``budget`` (k,) or one for all (default ``options.max_iterations``).
 
         Whatever the number of slots, this is one host-to-device copy and a write of each row buffer's rows (or a
         copy of ``given``'s rows where both ``index`` and ``of`` are slices)."""
         k, column = len(rng_offset), self.rows.columns
         # (most calls: one scene and kind of start for every slot, in the row)
-        shared = (scene, random) if isinstance(scene, tuple) and isinstance(random, bool) else None
+        shared = (scene, start) if isinstance(scene, tuple) and isinstance(start, int) else None
         row, used = self._settings_of(options, gains, pool, shared)
         settings = row.repeat(k, axis=0)
         if shared is None:
             first = column["scene"].first
             settings[:, first : first + 2] = scene
-            settings[:, column["random_start"].first] = random  # 1: drawn by the kernel, 0: given
+            settings[:, column["random_start"].first] = start
         if budget is not None:
             settings[:, column["budget"].first] = budget
         settings[:, column["rng"].first] = rng_offset
@@ -423,10 +438,10 @@ class Slots(ABC, Generic[StoreArray]):
         options: SolveOptions,
         gains: tuple[float, ...],
         pool: int,
-        shared: tuple[tuple[int, int], bool] | None = None,
+        shared: tuple[tuple[int, int], int] | None = None,
     ) -> tuple[np.ndarray, frozenset[int]]:
         """(1, width) the ``settings`` row of a slot with ``options`` (its budget), the secondary terms' ``gains``,
-        start ``pool`` and, if ``shared``, its scene and whether the kernel draws its start; less its restart stream
+        start ``pool`` and, if ``shared``, its scene and how it starts; less its restart stream
         (:meth:`place` sets it per slot, and the rest where not shared); the last one made is kept (most steps admit
         seeds of one request), with the terms its gains use (:func:`~ik_layer.terms.used_terms`)."""
         key = (options, gains, pool, shared)

@@ -80,7 +80,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTY",
+    "DRAWN_START",
     "EXHAUSTED",
+    "GIVEN_START",
+    "NEAREST_START",
     "POOL_STARTS",
     "RUNNING",
     "SOLVED",
@@ -96,6 +99,11 @@ __all__ = [
 # its whole budget without success; best_q is the lowest-score configuration seen (the codes an answer reports).
 RUNNING = 0  # still iterating
 EMPTY = 3  # holds no problem (never admitted, or retired); the kernel skips it like SOLVED and EXHAUSTED
+
+# How a slot starts (its random_start, int32), read at its first launch.
+GIVEN_START = 0  # from its q, brought inside the limits
+DRAWN_START = 1  # uniform in the limits, from its restart stream (2 once drawn)
+NEAREST_START = 3  # the robot's seed table's configuration nearest its targets (ik_layer.core.seeding)
 
 POOL_STARTS = 32
 """The collision-free answers a start pool holds (the latest, by the order the host adds them)."""
@@ -134,6 +142,8 @@ def slot_structs(dtype: torch.dtype) -> "tuple[Struct, Struct]":
         pool: wp.array(dtype=wp.int32)
         pool_q: wp.array2d(dtype=f)  # (not per slot) the engine's start pools, POOL_STARTS rows each
         pool_count: wp.array(dtype=wp.int32)  # (not per slot) the answers each pool holds
+        table_q: wp.array2d(dtype=f)  # (not per slot) the robot's seed table (ik_layer.core.seeding): (M, nq)
+        table_pose: wp.array3d(dtype=f)  # (not per slot) and its frames' poses (M, F, 12)
 
     @wp.struct
     class SlotState:
@@ -197,7 +207,7 @@ def lm_block_kernel(
     """
     fns = lm_functions(layout, dtype)
     evaluate, residual, score_of, candidate = fns.evaluate, fns.residual, fns.score_of, fns.candidate
-    wrapped, draw_start, record = fns.wrapped, fns.draw_start, fns.record
+    wrapped, draw_start, nearest_start, record = fns.wrapped, fns.draw_start, fns.nearest_start, fns.record
     secondary = secondary_function(layout, dtype, terms)
     with_terms = bool(terms)
     with_collision = sphere_layout is not None
@@ -431,6 +441,8 @@ def lm_block_kernel(
                     q, state, _taken = pooled_start(q, state, pool, problem.pool_q, problem.pool_count)
         elif it == 0 and drawn == 0:  # a given start, brought inside the limits as Robot.wrap does
             q = wrapped(q, chain)
+        elif it == 0 and drawn == 3:  # the seed table's nearest (its stream seeded at the first iteration)
+            q = nearest_start(q, i, target_rot, target_pos, w, problem.table_q, problem.table_pose)
 
         e, jac, cost = evaluate(q, i, target_rot, target_pos, w, chain)
         least = f(wp.nan)  # at bq_best, once the seed stops (NaN: not measured), and its pair

@@ -1,6 +1,7 @@
 """Starts, restarts and records of the LM kernel: random configurations from a slot's restart stream (a floating base
-placed where the first frame meets its target), and the best configuration so far, of the lowest rank
-(as :mod:`ik_layer.reference` ranks seeds)."""
+placed where the first frame meets its target), the seed table's configuration nearest a slot's targets
+(:mod:`ik_layer.core.seeding`), and the best configuration so far, of the lowest rank (as :mod:`ik_layer.reference`
+ranks seeds)."""
 
 # No `from __future__ import annotations`: warp reads the functions' annotations as live types.
 import functools
@@ -9,6 +10,7 @@ from types import SimpleNamespace
 import torch
 import warp as wp
 
+from ik_layer.core.seeding import ROTATION_WEIGHT
 from ik_layer.engine.device.configuration import configuration_functions
 from ik_layer.engine.device.pose_cost import pose_cost_functions
 from ik_layer.model.chain import Layout
@@ -20,10 +22,12 @@ __all__ = ["restart_functions"]
 
 @functools.cache
 def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
-    """``aligned``, ``draw_start`` and ``record`` for a robot of ``layout`` in ``dtype`` floats."""
+    """``aligned``, ``draw_start``, ``nearest_start`` and ``record`` for a robot of ``layout`` in ``dtype`` floats."""
     t = kernel_types(layout, dtype)
     f, vec2, vec3, mat33, Chain, vecq = t.f, t.vec2, t.vec3, t.mat33, t.Chain, t.vecq
     vecr, joints, floating, bq = t.vecr, layout.joints, layout.floating, t.bq
+    frames, nq = layout.frames, layout.nq
+    rotation_factor = -2.0 * ROTATION_WEIGHT / 3.0  # times a frame's summed rotation weights: -2 c mean(w_rot)
     walk = chain_functions(layout, dtype)
     base_pose, chain_pose = walk.base_pose, walk.chain_pose
     config = configuration_functions(layout, dtype)
@@ -76,6 +80,44 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
         return aligned(out, i, target_rot, target_pos, w, chain), s
 
     @wp.func
+    def nearest_start(
+        q: vecq,
+        i: int,
+        target_rot: wp.array2d(dtype=mat33),
+        target_pos: wp.array2d(dtype=vec3),
+        w: vecr,
+        table_q: wp.array2d(dtype=f),
+        table_pose: wp.array3d(dtype=f),
+    ) -> vecq:
+        """The configuration of the seed table (``table_q`` (M, nq), its frames' poses ``table_pose`` (M, F, 12))
+        nearest slot ``i``'s targets under weights ``w``, as :func:`ik_layer.core.seeding.table_distance` ranks them
+        (the first of equals); ``q`` with an empty table."""
+        best = f(wp.inf)
+        pick = wp.int32(-1)
+        for m in range(table_q.shape[0]):
+            d = f(0.0)
+            for fr in range(frames):
+                tr = target_rot[i, fr]
+                tp = target_pos[i, fr]
+                c = f(rotation_factor) * (w[6 * fr + 3] + w[6 * fr + 4] + w[6 * fr + 5])
+                for a in range(3):
+                    p = table_pose[m, fr, 9 + a]
+                    d += w[6 * fr + a] * (p * p - f(2.0) * tp[a] * p)
+                dot = f(0.0)
+                for r in range(3):
+                    for col in range(3):
+                        dot += tr[r, col] * table_pose[m, fr, 3 * r + col]
+                d += c * dot
+            if d < best:
+                best = d
+                pick = m
+        out = q
+        if pick >= 0:
+            for a in range(nq):
+                out[a] = table_q[pick, a]
+        return out
+
+    @wp.func
     def record(rank: f, q: vecq, e: vecr, w: vecr, best: f, best_q: vecq, best_error: vec2):
         """The best rank, configuration and errors so far after seeing ``q`` at ``rank`` (the lower wins, as
         ``reference._Solve._record``: a score, or below 1 a success's secondary rank)."""
@@ -86,5 +128,6 @@ def restart_functions(layout: Layout, dtype: torch.dtype) -> SimpleNamespace:
     return SimpleNamespace(
         aligned=aligned,
         draw_start=draw_start,
+        nearest_start=nearest_start,
         record=record,
     )
