@@ -262,19 +262,24 @@ def make_targets(robot: ik_layer.Robot, n: int, seed: int) -> tuple[torch.Tensor
 # --------------------------------------------------------------------------- the solvers
 
 
+def ik_layer_options(budget: int = MAX_ITERATIONS) -> ik_layer.SolveOptions:
+    """ik-layer's defaults (4 seeds per target) with the strict tolerances and an iteration ``budget``."""
+    return ik_layer.SolveOptions(max_iterations=budget, position_tolerance=STRICT[0], orientation_tolerance=STRICT[1])
+
+
 def solve_ik_layer(
     robot: ik_layer.Robot, targets: torch.Tensor, budget: int = MAX_ITERATIONS, seed: int = SEED + 1
 ) -> ik_layer.IKResult:
-    """``ik_layer.solve`` with its defaults (4 seeds per target) and an iteration ``budget``."""
+    """``ik_layer.solve`` with :func:`ik_layer_options`, its random starts drawn from ``seed``."""
     generator = torch.Generator(robot.device).manual_seed(seed)
-    return ik_layer.solve(
-        robot,
-        targets.to(robot.dtype),
-        max_iterations=budget,
-        generator=generator,
-        position_tolerance=STRICT[0],
-        orientation_tolerance=STRICT[1],
-    )
+    return ik_layer.solve(robot, targets.to(robot.dtype), ik_layer_options(budget), generator=generator)
+
+
+def one_at_a_time(robot: ik_layer.Robot) -> Callable[[int, torch.Tensor], torch.Tensor]:
+    """``ik_layer.solve`` of one target per call as a caller in a loop makes it: the options built once, one
+    generator (seeded once) for the run, the target in the robot's dtype."""
+    options, generator = ik_layer_options(), torch.Generator(robot.device).manual_seed(SEED + 1)
+    return lambda i, t: ik_layer.solve(robot, t.to(robot.dtype), options, generator=generator).q
 
 
 def run_ik_layer(
@@ -687,12 +692,13 @@ class Latency:
 
 
 def latency_solvers(robot: ik_layer.Robot, args: argparse.Namespace) -> dict[str, Callable[[int, torch.Tensor], Any]]:
-    """Every solver of the run as ``fn(i, target (1, 4, 4) float64) -> q (1, dof)``, called as the batch runs do."""
+    """Every solver of the run as ``fn(i, target (1, 4, 4) float64) -> q (1, dof)``, one target per call (ik-layer
+    as :func:`one_at_a_time`, the peers as the batch runs call them)."""
     r64 = ik_layer.load_robot(robot.name, dtype=torch.float64)
     r32 = ik_layer.load_robot(robot.name, dtype=torch.float32)
     solvers: dict[str, Callable[[int, torch.Tensor], Any]] = {
-        "ik-layer f64": lambda i, t: solve_ik_layer(r64, t).q,
-        "ik-layer f32": lambda i, t: solve_ik_layer(r32, t).q,
+        "ik-layer f64": one_at_a_time(r64),
+        "ik-layer f32": one_at_a_time(r32),
     }
     if not args.no_pk and importable("pytorch_kinematics"):
         solvers["pk PseudoInverseIK"] = lambda i, t: solve_pk(robot, t, PK_SETTINGS)[0]

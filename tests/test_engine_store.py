@@ -14,6 +14,7 @@ import torch
 import ik_layer
 from ik_layer.core.problem import Problem
 from ik_layer.engine import STORES, Engine, HostStore, TensorStore, open_store
+from ik_layer.engine.device.kernel import DRAWN_START
 from ik_layer.engine.launch import BlockLauncher
 
 OPTIONS = ik_layer.SolveOptions(num_seeds=6, max_iterations=300)

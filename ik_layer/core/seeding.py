@@ -82,7 +82,7 @@ def nearest_starts(table: SeedTable, target: Tensor, weights: Tensor) -> Tensor:
     target, weights = target.reshape(n, frames, 4, 4), weights.reshape(n, frames, 6)
     rows = [
         table_distance(target[i : i + _CHUNK], weights[i : i + _CHUNK], table.pose).argmin(-1)
-        for i in range(0, n, _CHUNK)
+        for i in range(0, max(n, 1), _CHUNK)
     ]
     return table.q[torch.cat(rows)]
 
