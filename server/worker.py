@@ -1,14 +1,20 @@
 """Continuous batching: one robot's solver engine, stepping in a thread of its own, shared by every request.
 
 An :class:`EngineWorker` owns the robot's :class:`~ik_layer.engine.Engine`. Routes :meth:`~EngineWorker.submit`
-a job (on the event loop, which never runs torch) and await its ticket's future. The worker thread only
-schedules; what it does to a request's data goes through the stages of :class:`~ik_layer.server.stages.IKStages`
-(decode -> submit -> collect -> encode). It loops: decode the requests that may start, submit parts of the
-waiting ones (as many rows as :class:`~ik_layer.server.admission.AdmissionPolicy` allots), run one step of the
-engine, collect and encode the answer of every request whose rows have all retired (its JSON body, built off the
-event loop). No request waits for another's tail, and requests with different options share the engine. A
-request for several solutions (:attr:`~ik_layer.server.decode.IKJob.searches`) runs its search's rounds one after
-another, each handed over in parts like any request's rows.
+a job (on the event loop, which runs no torch but for one case below) and await its ticket's future. The worker
+thread only schedules; what it does to a request's data goes through the stages of
+:class:`~ik_layer.server.stages.IKStages` (decode -> submit -> collect -> encode). It loops: decode the requests
+that may start, submit parts of the waiting ones (as many rows as :class:`~ik_layer.server.admission.AdmissionPolicy`
+allots), run one step of the engine, collect and encode the answer of every request whose rows have all retired
+(its JSON body, built off the event loop). No request waits for another's tail, and requests with different options
+share the engine. A request for several solutions (:attr:`~ik_layer.server.decode.IKJob.searches`) runs its
+search's rounds one after another, each handed over in parts like any request's rows.
+
+The one case: a small request that finds the worker idle, whose whole budget the engine's own timing puts under
+:data:`HERE_SECONDS`, is solved at once by :meth:`~EngineWorker.submit` on the event loop, through the same stages:
+two thread hand-overs cost a lone request more than such a solve (0.3-0.4 ms of a single-pose request's 1 ms
+over ``/health`` in ``bench/server_load.py``), and the loop is held for about that budget at most. Off the CPU the
+engine is never timed, so every request goes to the worker thread.
 
 Bounds, so that no request can cost without limit:
 
@@ -38,7 +44,7 @@ from torch import Tensor
 
 from ik_layer import IKLayerError, IKResult, Problem, Robot
 from ik_layer.core.solutions import SolutionSearch
-from ik_layer.engine import ROW_STATUS, Engine, Request
+from ik_layer.engine import ROW_STATUS, Engine, Request, lone_budget
 from ik_layer.server.admission import AdmissionPolicy, Demand
 from ik_layer.server.decode import IKJob
 from ik_layer.server.exceptions import ServiceUnavailable, TooMuchWork
@@ -50,6 +56,10 @@ __all__ = ["LONE_SLOTS", "EngineWorker", "Ticket"]
 LONE_SLOTS = 256
 """The most slots (rows x num_seeds) of a request the worker solves at once when it is the only one (a short
 solve: it blocks the worker, and requests arriving meanwhile wait for it)."""
+
+HERE_SECONDS = 0.002
+"""The most seconds of estimated work (rows x the lone budget of their seeds x the engine's seconds per slot-iteration)
+of a request :meth:`EngineWorker.submit` solves on the event loop when the worker is idle."""
 
 _log = logging.getLogger("server")
 
@@ -74,7 +84,7 @@ class Ticket:
     arrived: float = field(default_factory=time.monotonic)
     parts: list[Request] = field(default_factory=list)
     cancelled: bool = False
-    # Worker thread only:
+    # Worker thread only (or submit, solving here under the lock):
     problem: Problem | None = None
     search: SolutionSearch | None = None
     late: bool = False
@@ -177,10 +187,22 @@ class EngineWorker:
                 self._metrics.rejected.inc()
                 raise ServiceUnavailable(f"robot {self.name!r} has {len(self._tickets)} requests in line; retry later")
             ticket = Ticket(job, deadline, work, loop.create_future())
+            here = self._fits_here(job)
             self._tickets.append(ticket)
             self._work += work
-            self._cond.notify()
+            if here:  # the worker thread waits on the lock (an RLock) until the ticket is answered
+                self._work_on([ticket])
+            if ticket in self._tickets:
+                self._cond.notify()
         return ticket
+
+    def _fits_here(self, job: IKJob) -> bool:
+        """Whether ``job`` may be solved here and now on the event loop: nothing else in line, the engine idle and
+        timed, one solve (no search) whose whole budget takes at most :data:`HERE_SECONDS` by that timing."""
+        per_iteration = self.engine.seconds_per_iteration
+        if per_iteration is None or self._tickets or self.engine.busy or job.searches:
+            return False
+        return job.most_rows * lone_budget(job.options) * per_iteration <= HERE_SECONDS
 
     def cancel(self, ticket: Ticket) -> None:
         """Stop ``ticket`` (its client left): its rows retire at the next block, rows not started never run."""
@@ -224,17 +246,21 @@ class EngineWorker:
                 if self._stopping and not self._tickets:
                     return
                 tickets = list(self._tickets)
-            try:
-                claimed = self._hand_over(tickets)
-                self.engine.block = self.block * self.policy.blocks(claimed)
-                if self.engine.busy:
-                    start = time.perf_counter()
-                    self.engine.step()
-                    self._metrics.block_seconds.observe(time.perf_counter() - start)
-                self._answer_finished(tickets)
-            except Exception as err:  # a bug: answer what is in flight (500) and keep serving on a fresh engine
-                _log.exception("engine worker %r failed; failing %d requests", self.name, len(tickets))
-                self._fail(tickets, err)
+            self._work_on(tickets)
+
+    def _work_on(self, tickets: list[Ticket]) -> None:
+        """One round of work on ``tickets``: hand rows over, run a step, answer what is finished."""
+        try:
+            claimed = self._hand_over(tickets)
+            self.engine.block = self.block * self.policy.blocks(claimed)
+            if self.engine.busy:
+                start = time.perf_counter()
+                self.engine.step()
+                self._metrics.block_seconds.observe(time.perf_counter() - start)
+            self._answer_finished(tickets)
+        except Exception as err:  # a bug: answer what is in flight (500) and keep serving on a fresh engine
+            _log.exception("engine worker %r failed; failing %d requests", self.name, len(tickets))
+            self._fail(tickets, err)
 
     def _fail(self, tickets: list[Ticket], err: Exception) -> None:
         """Answer ``tickets`` with ``err`` and replace the engine, whose state is unknown."""
@@ -292,8 +318,9 @@ class EngineWorker:
         return small and ticket.submitted == 0 and ticket.search is None and not self.engine.busy
 
     def _solve_alone(self, ticket: Ticket) -> None:
-        """Solve ``ticket`` on the idle engine in one call (:meth:`IKStages.solve`: one launch for most requests,
-        no step in between, the same answers), instead of handing its rows over in parts."""
+        """Solve ``ticket`` on the idle engine in one call (:meth:`IKStages.solve`: one launch, each target's seeds
+        one after another, see :meth:`Engine.solve <ik_layer.engine.Engine.solve>`), instead of handing its rows
+        over in parts."""
         assert ticket.problem is not None
         rows = ticket.problem.rows
         self._metrics.rows_admitted.inc(rows)

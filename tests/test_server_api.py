@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,10 +17,12 @@ import torch
 from fastapi import FastAPI
 
 import ik_layer
+from ik_layer.engine import lone_budget
 from ik_layer.model.lie import matrix_to_pose, pose_to_matrix
 from ik_layer.server import Settings, create_app
 from ik_layer.server.decode import ik_job, parse, prepare
 from ik_layer.server.schemas import IKRequest
+from ik_layer.server.worker import HERE_SECONDS
 from ik_layer.testing import random_bases
 from tests import conftest
 
@@ -385,6 +388,45 @@ async def test_a_lone_request_is_solved_at_once_as_its_stepped_parts_would_be() 
         while not part.done.is_set():
             engine.step()
         assert torch.equal(alone, part.result().q)
+
+
+async def test_a_small_request_to_an_idle_worker_is_solved_on_the_event_loop_and_a_busy_one_queues() -> None:
+    """Once the engine's launches are timed, a request whose whole budget fits ``HERE_SECONDS`` and finds nothing in
+    flight is solved by ``submit`` on the event loop (no hand-over to the worker thread); a larger one, or one that
+    arrives while another runs, goes to the worker thread. Every answer reaches its target."""
+    async with serving(robots=["ur5e"]) as (app, client):
+        worker = app.state.ik.robots["ur5e"].worker
+        robot = robot_of(app, "ur5e")
+        budget = {"max_iterations": 80}  # 120 iterations alone (2 seeds): well under HERE_SECONDS for one target
+        await client.post("/v1/robots/ur5e/ik", json={"targets": reachable(robot, 1)[1], **budget})
+        assert worker.engine.seconds_per_iteration is not None  # timed by the request's deadline-paced launch
+        where: list[tuple[str, bool]] = []
+        solving, handing_over = worker.stages.solve, worker.stages.submit
+        worker.stages.solve = lambda *a: where.append(("solve", on_loop())) or solving(*a)
+        worker.stages.submit = lambda *a: where.append(("part", on_loop())) or handing_over(*a)
+
+        def on_loop() -> bool:
+            return threading.current_thread() is threading.main_thread()
+
+        async def solved(targets: list[dict[str, list[float]]]) -> None:
+            response = await client.post("/v1/robots/ur5e/ik", json={"targets": targets, **budget})
+            solutions = response.json()["solutions"]
+            assert all(s["success"] for s in solutions)
+            q = torch.tensor([s["q"] for s in solutions], dtype=torch.float64)
+            wanted = pose_to_matrix(pose_tensor(targets))
+            torch.testing.assert_close(robot.fk(q)[:, :3, 3], wanted[:, :3, 3], atol=2e-4, rtol=0)
+
+        await solved(reachable(robot, 1, seed=3)[1])
+        assert where == [("solve", True)]
+        per_row = lone_budget(ik_layer.SolveOptions(**budget)) * worker.engine.seconds_per_iteration
+        await solved(reachable(robot, 1 + int(HERE_SECONDS / per_row), seed=4)[1])
+        assert where[1:] == [("solve", False)]  # alone on the idle engine, in the worker thread
+        busy = asyncio.create_task(client.post("/v1/robots/ur5e/ik", json=hostile(app, "ur5e", 16, timeout=1.0)))
+        while not worker.engine.busy:
+            await asyncio.sleep(0.01)
+        await solved(reachable(robot, 1, seed=5)[1])
+        assert ("part", False) in where[2:] and not any(here for _, here in where[2:])
+        assert (await busy).status_code == 200
 
 
 async def test_failed_rows_get_zero_gradients_as_in_the_library(api: tuple[FastAPI, httpx.AsyncClient]) -> None:

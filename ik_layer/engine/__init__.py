@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ik_layer.engine.device.kernel import EMPTY, EXHAUSTED, RUNNING, SOLVED, lm_block_kernel
 from ik_layer.engine.launch import BlockLauncher
-from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request
+from ik_layer.engine.scheduler import CANCELLED, DEADLINE, ROW_STATUS, Engine, Request, lone_budget
 from ik_layer.engine.slots import Slots
 from ik_layer.engine.store import STORES, HostStore, TensorStore, open_store
 from ik_layer.engine.warm_up import warm_up_kernels
@@ -40,6 +40,7 @@ __all__ = [
     "Slots",
     "TensorStore",
     "lm_block_kernel",
+    "lone_budget",
     "open_store",
     "warm_up_kernels",
 ]

@@ -438,6 +438,12 @@ class Engine:
         return robot is self.robot and self.slots.device == robot.device and self.slots.dtype == robot.dtype
 
     @property
+    def seconds_per_iteration(self) -> float | None:
+        """Seconds per slot-iteration of this engine's launches as last timed (on the CPU, under a deadline:
+        :mod:`ik_layer.engine.pace`); None before."""
+        return self._launch.seconds_per_iteration
+
+    @property
     def busy(self) -> bool:
         """Whether any target waits or runs."""
         return bool(self._waiting) or bool(self._extra) or self._used > 0
