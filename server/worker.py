@@ -57,7 +57,7 @@ LONE_SLOTS = 256
 """The most slots (rows x num_seeds) of a request the worker solves at once when it is the only one (a short
 solve: it blocks the worker, and requests arriving meanwhile wait for it)."""
 
-HERE_SECONDS = 0.002
+HERE_SECONDS = 0.005
 """The most seconds of estimated work (rows x the lone budget of their seeds x the engine's seconds per slot-iteration)
 of a request :meth:`EngineWorker.submit` solves on the event loop when the worker is idle."""
 

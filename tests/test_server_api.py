@@ -356,7 +356,7 @@ async def test_a_failing_engine_answers_500_once_and_the_robot_keeps_serving() -
         def fail(*_: object) -> None:
             raise RuntimeError("a bug in a step")
 
-        broken._launch = fail  # every solve launches, alone or stepped
+        broken._launch.launch = fail  # every solve launches, alone or stepped, here or in the worker thread
         _, targets = reachable(robot_of(app, "planar3"), 2)
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # uvicorn only logs the traceback
         async with httpx.AsyncClient(transport=transport, base_url="http://ik.test") as plain:
