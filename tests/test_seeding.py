@@ -5,6 +5,7 @@ cuts iterations."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -122,3 +123,23 @@ def test_starts_from_the_table_cut_the_iterations(name: str) -> None:
     uniform = engine.solve(replace(problem, nearest_start=False), seed=8)
     assert nearest.success.float().mean() >= uniform.success.float().mean() - 0.001
     assert nearest.iterations.float().mean() < 0.85 * uniform.iterations.float().mean()
+
+
+def test_targets_no_launch_reached_by_their_deadline_are_measured_at_a_drawn_start() -> None:
+    """Under a deadline on the CPU, slots never started are evaluated at a start drawn in the limits, not at the table's
+    nearest entry (the lookup costs several times the evaluation, and these targets are not solved either way); each
+    answers DEADLINE after no iteration, its errors those of its configuration."""
+    robot = ik_layer.load_robot("panda")
+    target = robot.fk(robot.random_q((1000,), generator=torch.Generator().manual_seed(9)))
+    table = seed_table(robot)
+    assert table is not None
+    engine = Engine(robot, capacity=1000)
+    late = engine.solve(Problem.prepare(robot, target), seed=10, deadline=time.monotonic())  # no time to iterate
+    assert late.status is not None and late.status.tolist() == [ik_layer.DEADLINE] * 1000
+    assert not bool(late.iterations.any())
+    assert not (late.q[:, None] == table.q[None]).all(-1).any()  # uniform draws, none a table entry
+    assert bool(((late.q >= robot.lower) & (late.q <= robot.upper)).all())
+    reached = robot.fk(late.q)
+    torch.testing.assert_close(
+        late.position_error, (reached[:, :3, 3] - target[:, :3, 3]).norm(dim=-1), rtol=1e-9, atol=1e-12
+    )

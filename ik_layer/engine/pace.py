@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ik_layer.engine.device.kernel import RUNNING
+from ik_layer.engine.device.kernel import DRAWN_START, NEAREST_START, RUNNING
 from ik_layer.engine.launch import BlockLauncher
 
 __all__ = ["FIRST_SLICE", "SLICE_ITERATIONS", "SLICE_SECONDS", "Pacer"]
@@ -42,6 +42,7 @@ class Pacer:
     def __init__(self, launch: BlockLauncher) -> None:
         self.launch = launch
         self._counts = launch.slots.counts_on_host()  # status, iterations per slot: read between the slices
+        self._starts = None if self._counts is None else launch.slots.random_start.numpy()  # how each slot starts
         self.seconds_per_iteration: float | None = None  # per slot-iteration run, from the last timed launches
         self.seconds_per_start: float | None = None  # per slot of a launch of no iterations, likewise
 
@@ -100,9 +101,14 @@ class Pacer:
     def _measure_starts(self, fresh: np.ndarray) -> None:
         """A launch of no iterations over the slots not started that no slice reached (``fresh``, ascending): each
         is evaluated at its start (drawn if not given), which it records as its best; timed into the estimate of a
-        start. (Started slots among them are evaluated again, which changes nothing.)"""
+        start. A slot that would start at the seed table's nearest configuration draws instead: its target is not
+        solved either way, and the lookup costs several times the evaluation (time kept from the deadline). (Started
+        slots among them are evaluated again, which changes nothing.)"""
         if len(fresh) == 0:
             return
+        assert self._starts is not None  # (on the CPU, as the counts)
+        kinds = self._starts[fresh]
+        self._starts[fresh] = np.where(kinds == NEAREST_START, DRAWN_START, kinds)
         first, stop = int(fresh[0]), int(fresh[-1]) + 1
         start = time.perf_counter()
         self.launch(0, stop - first, first)
