@@ -152,6 +152,7 @@ class EngineWorker:
         self._stopping = False  # cancels everything
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = -1  # its thread's identifier
 
     # ------------------------------------------------------------------------- event loop side
 
@@ -159,7 +160,7 @@ class EngineWorker:
         """Start the worker thread (call inside the running event loop, which receives the answers)."""
         if self._thread is not None:
             raise RuntimeError(f"worker {self.name!r} is already running")
-        self._loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._thread = threading.Thread(target=self._run, name=f"ik-engine-{self.name}", daemon=True)
         self._thread.start()
 
@@ -420,10 +421,15 @@ class EngineWorker:
             return err
 
     def _settle(self, outcomes: list[tuple[Ticket, bytes | Exception]]) -> None:
-        """Resolve the tickets' futures on the event loop, in one wake-up (unless the loop is gone)."""
+        """Resolve the tickets' futures on the event loop: at once where this runs on it, else in one wake-up (unless
+        the loop is gone)."""
         assert self._loop is not None
+        futures = [(ticket.future, outcome) for ticket, outcome in outcomes]
+        if threading.get_ident() == self._loop_thread:  # solved by submit, on the event loop
+            _resolve(futures)
+            return
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
-            self._loop.call_soon_threadsafe(_resolve, [(ticket.future, outcome) for ticket, outcome in outcomes])
+            self._loop.call_soon_threadsafe(_resolve, futures)
 
 
 def _resolve(outcomes: list[tuple[asyncio.Future[bytes], bytes | Exception]]) -> None:
