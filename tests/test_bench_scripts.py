@@ -106,3 +106,15 @@ def test_small_batches_bench_confirms_every_success():
     rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith(("| 1 ", "| 8 "))]
     assert len(rows) == 2 and all(row[3].strip() == row[5].strip() == "100.00 %" for row in rows)
     assert "successes float64 FK did not confirm: 0" in done.stdout
+
+
+@pytest.mark.slow
+def test_app_latency_bench_times_both_routes_and_confirms_every_success():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "app_latency.py"), "--requests", "40", "--rounds", "1", "--threads", "1"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]  # exits 1 on an unconfirmed success
+    rows = {line.split("|")[1].strip(): line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")}
+    assert {"health", "ik"} <= set(rows) and rows["ik"][4].strip() == rows["health"][4].strip() == "40"
+    assert "IK successes: 40 of 40; not confirmed by Pinocchio: 0" in done.stdout
