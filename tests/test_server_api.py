@@ -420,12 +420,13 @@ async def test_a_small_request_to_an_idle_worker_is_solved_on_the_event_loop_and
         assert where == [("solve", True)]
         per_row = lone_budget(ik_layer.SolveOptions(**budget)) * worker.engine.seconds_per_iteration
         await solved(reachable(robot, 1 + int(HERE_SECONDS / per_row), seed=4)[1])
-        assert where[1:] == [("solve", False)]  # alone on the idle engine, in the worker thread
+        assert where[1:] and not any(here for _, here in where[1:])  # in the worker thread (alone, or in parts)
+        done = len(where)
         busy = asyncio.create_task(client.post("/v1/robots/ur5e/ik", json=hostile(app, "ur5e", 16, timeout=1.0)))
         while not worker.engine.busy:
             await asyncio.sleep(0.01)
         await solved(reachable(robot, 1, seed=5)[1])
-        assert ("part", False) in where[2:] and not any(here for _, here in where[2:])
+        assert ("part", False) in where[done:] and not any(here for _, here in where[done:])
         assert (await busy).status_code == 200
 
 
