@@ -2,7 +2,8 @@
 # One prepared GPU benchmark run, bounded to < 9.5 minutes: set up if needed, then
 #   1. FK + Jacobian and IK throughput (bench/ik_gpu.py: panda, float32, batch 1k/10k/100k/1M as far
 #      as memory and the time budget allow; success re-verified with float64 FK), then IK again with the
-#      LM kernel's eager Jacobian (--jacobian eager: the default lazy one against it, on the same targets),
+#      LM kernel's eager Jacobian (--jacobian eager: the default lazy one against it, on the same targets) and
+#      through the engine's scheduler (--path scheduled: against one launch per solve, on the same targets),
 #   2. HTTP server load (bench/server_load.py --device $DEVICE --quick, IK_LAYER_DTYPE=$DTYPE),
 #   3. collision-aware IK against plain IK (bench/collision.py: panda, $DTYPE, $COLLISION_BATCH targets per
 #      scene, table / shelf / bin with self-collision; every success checked by Pinocchio and coal on the CPU),
@@ -80,6 +81,9 @@ run_step ik_gpu 150 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE
 # The LM kernel's other Jacobian (eager, the host store's) on the same targets, IK only: which suits the GPU
 run_step ik_gpu_eager 60 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
     "${batch_flags[@]}" --budget-s 40 --no-fk --jacobian eager --json "$OUT_DIR/ik_gpu_eager.json"
+# The same targets through the scheduler (blocks of iterations) instead of one launch per solve: which suits the GPU
+run_step ik_gpu_scheduled 60 "$PYTHON" bench/ik_gpu.py --device "$DEVICE" --dtype "$DTYPE" --robot "$ROBOT" \
+    "${batch_flags[@]}" --budget-s 40 --no-fk --path scheduled --json "$OUT_DIR/ik_gpu_scheduled.json"
 
 # --- 2. server load -----------------------------------------------------------------------------
 if [ "${SKIP_SERVER:-0}" != 1 ]; then

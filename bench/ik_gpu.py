@@ -9,7 +9,10 @@ the time budget allow):
   on reachable targets (``fk`` of random configurations computed in float64, then cast to the
   solver's dtype); solves/s over one timed call after a warm-up. Success is the solver's own flag
   and, independently, the float64 FK of the returned configurations checked against the float64
-  targets at the same tolerances ("verified").
+  targets at the same tolerances ("verified"). With ``--path scheduled`` the same targets go through the
+  engine's scheduler instead (``Engine.submit`` and ``Engine.run``: blocks of iterations, a stalled target's next
+  seed beside it), where ``solve`` on an idle engine runs the whole problem in one launch, each target's seeds in
+  turn: which of the two suits a GPU at each batch size.
 
 The device is synchronised around every timed region. A batch that does not fit in memory
 (``OutOfMemoryError``) or whose estimated time would overrun ``--budget-s`` is reported as skipped.
@@ -27,12 +30,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
 from common import markdown_table
 
-from ik_layer import Engine, load_robot, solve
+from ik_layer import Engine, IKResult, Problem, load_robot, solve
 from ik_layer.engine import TensorStore
 from ik_layer.model.lie import pose_error
 
@@ -124,7 +128,11 @@ def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budge
                 warm = True
             gen = torch.Generator(device=device).manual_seed(3)
             engine = engine_for(robot, n * args.num_seeds, args.jacobian)
-            seconds, result = timed(lambda: solve(robot, target, generator=gen, engine=engine, **options), device)
+            if args.path == "scheduled":
+                run = partial(scheduled, engine, target, 3, options)
+            else:
+                run = partial(solve, robot, target, generator=gen, engine=engine, **options)
+            seconds, result = timed(run, device)
             verified = verify(robot64, result.q, target64, tol)
             row.update(
                 seconds=seconds,
@@ -143,6 +151,14 @@ def bench_ik(robot, robot64, batches: Sequence[int], device: torch.device, budge
         print_row(row)
         free_memory(device)
     return rows
+
+
+def scheduled(engine: Engine, target: torch.Tensor, seed: int, options: dict) -> IKResult:
+    """``target`` solved through ``engine``'s scheduler (checked as ``solve`` checks it; the same options)."""
+    problem = Problem.prepare(engine.robot, target, **options)
+    request = engine.submit(problem, seed)
+    engine.run(request)
+    return request.result(problem.batch)
 
 
 def engine_for(robot, slots: int, jacobian: str) -> Engine:
@@ -196,6 +212,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--jacobian", choices=["lazy", "eager"], default="lazy", help="the LM kernel's Jacobian (default: lazy, the "
         "tensor store's; eager: the host store's), to compare the two on a GPU"
     )  # fmt: skip
+    parser.add_argument(
+        "--path", choices=["alone", "scheduled"], default="alone", help="alone (default): ik_layer.solve, one launch "
+        "on an idle engine; scheduled: Engine.submit and Engine.run, blocks of iterations"
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the rows as JSON")
     return parser.parse_args(argv)
@@ -217,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = (
         f"ik-layer {args.robot} on {device} ({name}), {args.dtype}, torch {torch.__version__}, "
         f"{args.num_seeds} seeds, {args.max_iterations} iterations, tol {args.position_tolerance:g} m / "
-        f"{args.orientation_tolerance:g} rad, {args.jacobian} Jacobian"
+        f"{args.orientation_tolerance:g} rad, {args.jacobian} Jacobian, {args.path}"
     )
     print(header, flush=True)
     budget_fk = 0 if args.no_fk else args.budget_s * 0.2
