@@ -15,6 +15,7 @@ import torch
 import warp as wp
 
 from ik_layer.model.chain import ChainDescription, Layout
+from ik_layer.model.sparsity import normal_pattern
 from ik_layer.model.trig import sin_cos_function
 from ik_layer.model.warp_runtime import bind_struct, init_warp
 
@@ -65,13 +66,18 @@ def chain_struct(dtype: torch.dtype) -> type:
         upper: wp.array(dtype=f)
         continuous: wp.array(dtype=wp.int32)
         full_turn: wp.array(dtype=wp.int32)  # past a limit: back by whole turns
+        order: wp.array(dtype=wp.int32)  # the normal equations' sparsity (ik_layer.model.sparsity.normal_pattern)
+        first: wp.array(dtype=wp.int32)
+        frame_slots: wp.array(dtype=wp.int32)
+        frame_count: wp.array(dtype=wp.int32)
 
     return Chain
 
 
 def bind_chain(chains: ChainDescription) -> object:
     """The :func:`chain_struct` of ``chains`` (warp views of its tensors, int32 flags and indices, each frame's tip
-    split in rotation and position), made once per description and kept with the tensors it views."""
+    split in rotation and position, the sparsity of its normal equations), made once per description and kept with
+    the tensors it views."""
     held = _BOUND.get(chains)
     if held is not None:
         return held[0]
@@ -93,6 +99,7 @@ def bind_chain(chains: ChainDescription) -> object:
         "upper": chains.upper.contiguous(),
         "continuous": chains.continuous.to(torch.int32),
         "full_turn": chains.full_turn.to(torch.int32),
+        **{name: pattern.to(chains.device) for name, pattern in normal_pattern(chains).items()},
     }
     chain = bind_struct(chain_struct(chains.dtype), tensors)
     _BOUND[chains] = (chain, tensors)
