@@ -174,6 +174,8 @@ class Robot(nn.Module):
         continuous: (joints,) bool, joints without limits (wrapped to (-pi, pi]).
         full_turn: (joints,) bool, revolute joints whose limits lie at least one turn apart: past a limit they come
             back inside by whole turns (the same pose) rather than stop at it (see :mod:`ik_layer.model.limits`).
+        any_continuous, any_full_turn: whether any joint is (Python bools: host code skips the wrapping without
+            reading a device tensor).
         model: Pinocchio model of the moving joints (locked joints folded into fixed placements; the
             free-flyer ``root_joint`` first with a floating base).
         full_model: the Pinocchio model as loaded, every joint included (see :meth:`to_full_pinocchio_q`).
@@ -259,6 +261,7 @@ class Robot(nn.Module):
         sources = joint_sources(model, self.joint_names, self.mimic)
         turnable = turnable_coordinates(sources, rotates, len(joints))
         self.register_buffer("full_turn", full_turns(lower, upper, continuous, turnable))
+        self.any_continuous, self.any_full_turn = bool(continuous.any()), bool(self.full_turn.any())
         q_index, cos_index, sin_index = pinocchio_indices(model)
         self.register_buffer("_q_index", q_index)
         self.register_buffer("_cos_index", cos_index)
@@ -571,13 +574,15 @@ class Robot(nn.Module):
         Checks type, shape, dtype and device but not the values (no host sync: the solver calls it every step).
         """
         self._check_configuration(q, "q")
-        joints = q[..., self._base_nq :]
-        wrapped = torch.pi - torch.remainder(torch.pi - joints, 2 * torch.pi)
-        above, below = (joints - self.upper).clamp_min(0), (self.lower - joints).clamp_min(0)
-        turns = torch.ceil(above / _TURN) - torch.ceil(below / _TURN)  # full-turn joints come back by whole turns
-        inside = torch.where(self.full_turn, joints - _TURN * turns, joints)
-        joints = torch.where(self.continuous, wrapped, torch.minimum(torch.maximum(inside, self.lower), self.upper))
-        return torch.cat((normalize_base(q[..., :BASE_NQ]), joints), -1) if self.floating_base else joints
+        joints = inside = q[..., self._base_nq :]
+        if self.any_full_turn:  # full-turn joints come back by whole turns
+            above, below = (joints - self.upper).clamp_min(0), (self.lower - joints).clamp_min(0)
+            turns = torch.ceil(above / _TURN) - torch.ceil(below / _TURN)
+            inside = torch.where(self.full_turn, joints - _TURN * turns, joints)
+        wrapped = torch.minimum(torch.maximum(inside, self.lower), self.upper)
+        if self.any_continuous:
+            wrapped = torch.where(self.continuous, torch.pi - torch.remainder(torch.pi - joints, 2 * torch.pi), wrapped)
+        return torch.cat((normalize_base(q[..., :BASE_NQ]), wrapped), -1) if self.floating_base else wrapped
 
     def integrate(self, q: Tensor, dq: Tensor) -> Tensor:
         """``q`` (..., nq) moved by the tangent ``dq`` (..., dof): joints added, a floating base moved on SE(3)

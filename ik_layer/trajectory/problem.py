@@ -51,6 +51,8 @@ def joint_difference(robot: Robot, q: Tensor, start: Tensor) -> Tensor:
     """The joints' motion (..., joints) from ``start`` to ``q`` (both (..., nq)) [rad or m]: continuous joints'
     wrapped to (-pi, pi], the others as they are."""
     d = q[..., _base_nq(robot) :] - start[..., _base_nq(robot) :]
+    if not robot.any_continuous:
+        return d
     return torch.where(robot.continuous, torch.remainder(d + torch.pi, 2 * torch.pi) - torch.pi, d)
 
 
