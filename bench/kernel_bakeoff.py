@@ -91,7 +91,7 @@ def warp_step_kernel(layout: Layout, dtype: torch.dtype) -> wp.Kernel:
             ones[a] = f(1.0)
         w = vec6(f(1.0), f(1.0), f(1.0), f(1.0), f(1.0), f(1.0))
         e, jac, err = evaluate(x, i, target_rot, target_pos, w, chain)
-        y, _ok = damped_solve(jac, e, w, mu[i] * err + f(floor), ones, vecq(), 0)
+        y, _ok = damped_solve(jac, e, w, mu[i] * err + f(floor), ones, vecq(), 0, chain)
         for a in range(dof):
             dq[i, a] = y[a]
         cost[i] = err
