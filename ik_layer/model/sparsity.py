@@ -51,10 +51,9 @@ def normal_pattern(chains: ChainDescription) -> dict[str, Tensor]:
         for p in held:
             first[p] = min(first[p], held[0])
     padded = [held + [0] * (dof - len(held)) for held in slots]
-    as_int = {"dtype": torch.int32}
     return {
-        "order": torch.tensor(order, **as_int),
-        "first": torch.tensor(first, **as_int),
-        "frame_slots": torch.tensor(padded, **as_int).flatten(),
-        "frame_count": torch.tensor([len(held) for held in slots], **as_int),
+        "order": torch.tensor(order, dtype=torch.int32),
+        "first": torch.tensor(first, dtype=torch.int32),
+        "frame_slots": torch.tensor(padded, dtype=torch.int32).flatten(),
+        "frame_count": torch.tensor([len(held) for held in slots], dtype=torch.int32),
     }
