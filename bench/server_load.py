@@ -1,13 +1,13 @@
 """Load test of the HTTP service: continuous batching vs one request at a time, against the HTTP stack's ceiling.
 
-Starts ``python -m ik_layer.server`` itself on a free loopback port (once as configured,
-once with ``--max-requests-in-flight 1``: unbatched), lets N async httpx clients send
-single-pose IK requests back to back for a fixed time, and prints requests/s, p50/p99
-latency, the same clients' rate on ``GET /health`` (a no-op route: the HTTP stack's
-ceiling), and the ratios. ``--hostile`` then measures a maximal request (1024
-unreachable targets, 64 seeds, 10,000 iterations): when it answers against its
-deadline, and the latency of a small IK request and of ``/health`` meanwhile (reachable targets with
-tolerances no answer meets, so that only the deadline stops it: targets out of reach are given up at once).
+Starts ``python -m ik_layer.server`` itself on a free loopback port (once as configured, once with
+``--max-requests-in-flight 1``: unbatched), lets N async httpx clients send single-pose IK requests back to back
+for a fixed time, and prints requests/s, p50/p99 latency, the same clients' rate on ``GET /health`` (a no-op route:
+the HTTP stack's ceiling), and the ratios. IK and ``/health`` alternate in ``--rounds`` windows per point; the ratio
+to the no-op is the median of each window's against the one beside it (the machine's speed drifts over seconds).
+``--hostile`` then measures a maximal request (1024 unreachable targets, 64 seeds, 10,000 iterations): when it
+answers against its deadline, and the latency of a small IK request and of ``/health`` meanwhile (reachable targets
+with tolerances no answer meets, so that only the deadline stops it: targets out of reach are given up at once).
 
 ``--stalled N`` measures, instead, what N stalled request bodies cost the server: started with a short
 ``--read-timeout`` (2 s; quick: 1 s), it gets N connections that each send headers announcing a 4 MiB JSON body
@@ -30,6 +30,7 @@ import asyncio
 import json
 import random
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Iterator, Sequence
@@ -58,11 +59,16 @@ class Point:
     failed: int
     seconds: float
     latencies: list[float]
+    window_rates: list[float]  # answered requests per second in each of its windows
 
     @property
     def rate(self) -> float:
         """Answered requests per second."""
         return self.requests / self.seconds
+
+    def ratio(self, other: Point) -> float:
+        """The median over windows of this point's rate over ``other``'s in the window beside it."""
+        return statistics.median(a / b for a, b in zip(self.window_rates, other.window_rates, strict=True))
 
     def percentile(self, p: float) -> float:
         """Latency percentile ``p`` in [0, 100] [ms]."""
@@ -140,24 +146,39 @@ async def load(
 
 
 def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[str, list[Point]]:
-    """All client counts against one server started with ``flags``: IK requests, and ``/health`` side by side."""
+    """All client counts against one server started with ``flags``: IK requests, and ``/health`` side by side, in
+    ``args.rounds`` alternating windows (the machine's speed drifts over seconds: each window's ratio is taken
+    against the window beside it)."""
     points: dict[str, list[Point]] = {mode: [], "no-op": []}
     body = {"max_iterations": args.max_iterations}
+    window = args.seconds / args.rounds
     with running_server([*flags, "--robots", args.robot]) as server:
         url = server.url
         targets = reachable_targets(url, args.robot, 512, seed=0)
         for clients in args.clients:
-            for name, payload in ((mode, body), ("no-op", None)):
+            payloads = {mode: body, "no-op": None}
+            for payload in payloads.values():
                 asyncio.run(load(url, args.robot, clients, args.warmup, targets, payload))
-                start = time.perf_counter()
-                answered, failed, latencies = asyncio.run(
-                    load(url, args.robot, clients, args.seconds, targets, payload)
+            windows: dict[str, list[tuple[int, int, float, list[float]]]] = {name: [] for name in payloads}
+            for _ in range(args.rounds):
+                for name, payload in payloads.items():
+                    start = time.perf_counter()
+                    answered, failed, latencies = asyncio.run(load(url, args.robot, clients, window, targets, payload))
+                    windows[name].append((answered, failed, time.perf_counter() - start, latencies))
+            for name, runs in windows.items():
+                p = Point(
+                    name,
+                    clients,
+                    requests=sum(run[0] for run in runs),
+                    failed=sum(run[1] for run in runs),
+                    seconds=sum(run[2] for run in runs),
+                    latencies=[x for run in runs for x in run[3]],
+                    window_rates=[run[0] / run[2] for run in runs],
                 )
-                p = Point(name, clients, answered, failed, time.perf_counter() - start, latencies)
                 points[name].append(p)
                 print(
                     f"{name:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} "
-                    f"{failed:>6}",
+                    f"{p.failed:>6}",
                     flush=True,
                 )
         if args.hostile:
@@ -374,13 +395,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--read-timeout", type=float, help="server's --read-timeout with --stalled [s] (2; quick: 1)")
     parser.add_argument("--json", type=Path, help="also write the points here (plotted by bench/report.py)")
     parser.add_argument("--max-iterations", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=4, help="alternating IK / no-op windows per point")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     args = parser.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.quick else 8.0)
     args.warmup = min(1.0, args.seconds / 4)
     args.read_timeout = args.read_timeout or (1.0 if args.quick else 2.0)
-    if args.stalled < 0 or args.read_timeout <= 0:
-        parser.error("--stalled must be >= 0 and --read-timeout positive")
+    if args.stalled < 0 or args.read_timeout <= 0 or args.rounds < 1:
+        parser.error("--stalled must be >= 0, --read-timeout positive and --rounds at least 1")
     return args
 
 
@@ -401,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\nratios (goals at 64 clients: >= 0.5x no-op, >= 10x unbatched, p99 <= 5x p50):")
     for on, noop, off in zip(batched["batched"], batched["no-op"], unbatched, strict=True):
         print(
-            f"  {on.clients:>3} clients: {on.rate / noop.rate:5.2f}x no-op, {on.rate / off.rate:6.2f}x unbatched, "
+            f"  {on.clients:>3} clients: {on.ratio(noop):5.2f}x no-op, {on.rate / off.rate:6.2f}x unbatched, "
             f"p99/p50 {on.percentile(99) / on.percentile(50):5.2f}, "
             f"p50 {on.percentile(50) - noop.percentile(50):+.2f} ms vs no-op"
         )
