@@ -236,6 +236,8 @@ def _runs(given: Sequence[ObstacleInput]) -> list[list[ObstacleInput]]:
 def _obstacles(robot: Robot, request: IKRequest, scenes: Mapping[str, tuple[Obstacle, ...]]) -> Scenes:
     """The named scene's obstacles, then the request's own (one list for every target, or one per target), checked
     in number (the robot's collision model takes them in :func:`prepare`)."""
+    if request.scene is None and not request.obstacles:
+        return ((),)  # (most requests: what the checks below give, without their cost)
     shared: tuple[Obstacle, ...] = ()
     if request.scene is not None:
         if request.scene not in scenes:
