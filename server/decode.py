@@ -233,11 +233,14 @@ def _runs(given: Sequence[ObstacleInput]) -> list[list[ObstacleInput]]:
     return [list(run) for _, run in itertools.groupby(given, key=type)]
 
 
+_NO_OBSTACLES: Scenes = check_scenes([], 1)  # what a request without obstacles or a scene gets
+
+
 def _obstacles(robot: Robot, request: IKRequest, scenes: Mapping[str, tuple[Obstacle, ...]]) -> Scenes:
     """The named scene's obstacles, then the request's own (one list for every target, or one per target), checked
     in number (the robot's collision model takes them in :func:`prepare`)."""
-    if request.scene is None and not request.obstacles:
-        return ((),)  # (most requests: what the checks below give, without their cost)
+    if request.scene is None and not request.obstacles:  # most requests: the checks' answer, without their cost
+        return _NO_OBSTACLES
     shared: tuple[Obstacle, ...] = ()
     if request.scene is not None:
         if request.scene not in scenes:
