@@ -4,7 +4,8 @@ Starts ``python -m ik_layer.server`` itself on a free loopback port (once as con
 ``--max-requests-in-flight 1``: unbatched), lets N async httpx clients send single-pose IK requests back to back
 for a fixed time, and prints requests/s, p50/p99 latency, the same clients' rate on ``GET /health`` (a no-op route:
 the HTTP stack's ceiling), and the ratios. IK and ``/health`` alternate in ``--rounds`` windows per point; the ratio
-to the no-op is the median of each window's against the one beside it (the machine's speed drifts over seconds).
+to the no-op is the median of each window's against the one beside it (the machine's speed drifts over seconds). A
+window counts the requests answered in it once the clients' loops are running (connections open), not their start.
 ``--hostile`` then measures a maximal request (1024 unreachable targets, 64 seeds, 10,000 iterations): when it
 answers against its deadline, and the latency of a small IK request and of ``/health`` meanwhile (reachable targets
 with tolerances no answer meets, so that only the deadline stops it: targets out of reach are given up at once).
@@ -110,39 +111,47 @@ async def load(
     targets: list[dict[str, list[float]]],
     body: dict[str, object] | None,
 ) -> tuple[int, int, list[float]]:
-    """``clients`` loops posting one target each (``body`` None: ``GET /health``), back to back, for ``seconds``;
-    (answered, failed, latencies [s]).
+    """``clients`` loops posting one target each (``body`` None: ``GET /health``), back to back; (answered, failed,
+    latencies [s]) of the requests answered in the ``seconds`` after the loops have settled (failed: all of them).
 
     Each loop has its own ``httpx.AsyncClient`` (one connection): one client pooling 64
-    connections spends more CPU than the server it measures.
+    connections spends more CPU than the server it measures. The loops run for :func:`settling` seconds before the
+    window opens (their connections opened, each request following the one before), and until it closes: what is
+    counted is the steady state, not the clients' start or their last requests.
     """
     latencies: list[float] = []
     failed = 0
     sessions = [httpx.AsyncClient(base_url=url, timeout=60) for _ in range(clients)]
+    opens_at = time.perf_counter() + settling(clients)
+    closes_at = opens_at + seconds
 
-    async def client(index: int, http: httpx.AsyncClient, stop_at: float) -> None:
+    async def client(index: int, http: httpx.AsyncClient) -> None:
         nonlocal failed
         k = index
-        while time.perf_counter() < stop_at:
-            start = time.perf_counter()
+        while (start := time.perf_counter()) < closes_at:
             if body is None:
                 response = await http.get("/health")
             else:
                 response = await http.post(
                     f"/v1/robots/{robot}/ik", json={**body, "targets": [targets[k % len(targets)]]}
                 )
-            if response.status_code == 200:
-                latencies.append(time.perf_counter() - start)
-            else:
+            end = time.perf_counter()
+            if response.status_code != 200:
                 failed += 1
+            elif opens_at <= end <= closes_at:
+                latencies.append(end - start)
             k += clients
 
-    stop_at = time.perf_counter() + seconds
     try:
-        await asyncio.gather(*(client(i, http, stop_at) for i, http in enumerate(sessions)))
+        await asyncio.gather(*(client(i, http) for i, http in enumerate(sessions)))
     finally:
         await asyncio.gather(*(http.aclose() for http in sessions))
     return len(latencies), failed, latencies
+
+
+def settling(clients: int) -> float:
+    """Seconds ``clients`` loops run before a window opens: their connections made and their first requests done."""
+    return 0.2 + 0.005 * clients
 
 
 def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[str, list[Point]]:
@@ -162,9 +171,8 @@ def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[s
             windows: dict[str, list[tuple[int, int, float, list[float]]]] = {name: [] for name in payloads}
             for _ in range(args.rounds):
                 for name, payload in payloads.items():
-                    start = time.perf_counter()
                     answered, failed, latencies = asyncio.run(load(url, args.robot, clients, window, targets, payload))
-                    windows[name].append((answered, failed, time.perf_counter() - start, latencies))
+                    windows[name].append((answered, failed, window, latencies))
             for name, runs in windows.items():
                 p = Point(
                     name,
