@@ -68,13 +68,16 @@ class IKResult(Generic[ArrayT]):
 
     def map(self: IKResult[Tensor], fn: Callable[[Tensor], Tensor]) -> IKResult[Tensor]:
         """This result with ``fn`` applied to each field it holds (fields not measured stay None)."""
-        held = {f.name: getattr(self, f.name) for f in fields(self)}
+        held = {name: getattr(self, name) for name in _FIELDS}
         return IKResult(**{name: None if x is None else fn(x) for name, x in held.items()})  # type: ignore[arg-type]
 
     def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
         """This result with every field's batch dimensions (``success``'s) reshaped to ``batch``."""
         rows = self.success.dim()
         return self.map(lambda x: x.reshape((*batch, *x.shape[rows:])))
+
+
+_FIELDS = tuple(f.name for f in fields(IKResult))  # (dataclasses.fields() walks the class's fields on each call)
 
 
 def frame_errors(error: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
