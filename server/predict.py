@@ -58,7 +58,7 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
     flat = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
-    result = flat if flat.q.device.type == "cpu" else flat.map(Tensor.cpu)  # (a search's: on the robot's device)
+    result = flat.map(Tensor.cpu)  # (a search's: on the robot's device)
     if job.goal_counts is not None:
         result = _best_goals(robot, job, result, job.goal_counts)
     _check_finite("solutions", result.q, result.position_error, result.orientation_error)
