@@ -56,6 +56,8 @@ __all__ = [
 MAX_REPORTED_ERRORS = 10
 """Validation errors listed in a 422 answer at most (the answer says how many there were)."""
 
+_NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32}  # of a robot's dtype (one of these)
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -343,10 +345,8 @@ def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places
             continue
         _check_frames(robot, frames, target, name, loc, every=True)
         rows.append([target[frame].position + target[frame].orientation for frame in frames])
-    poses = torch.from_numpy(np.array(rows, dtype=np.float64))  # (n, F, 7): the JSON's doubles
-    if robot.dtype != poses.dtype:
-        poses = poses.to(robot.dtype)
-    return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
+    poses = np.array(rows, dtype=_NUMPY_DTYPES[robot.dtype])  # (n, F, 7): the JSON's doubles, rounded once
+    return torch.from_numpy(poses.reshape(len(rows), *robot.target_shape[:-2], 7))
 
 
 def _to(term: TermInput, device: torch.device) -> TermInput:

@@ -31,31 +31,28 @@ def solutions(
         frames: the F frames keying each gradient (``{frame: dof x 6}``), or None for one frame (dof x 6).
         sphere_links: the link of each of the robot's collision spheres (naming the closest pairs).
     """
-    result = prediction.result
-    q, success = result.q.tolist(), result.success.tolist()
-    pos, ori, iters = result.position_error.tolist(), result.orientation_error.tolist(), result.iterations.tolist()
-    least = [None] * len(q) if result.min_distance is None else [_finite(d) for d in result.min_distance.tolist()]
-    closest: list[ClosestPair | None] = [None] * len(q)
-    if result.closest_pair is not None:
-        closest = [_pair(pair, sphere_links) for pair in result.closest_pair.tolist()]
-    goals = [None] * len(q) if result.goal is None else result.goal.tolist()
-    gradients: list = [None] * len(q)
-    if prediction.gradient is not None:
-        gradients = _gradients(prediction.gradient, frames)
+    p = prediction
+    n = len(p.q)
+    least = [None] * n if p.min_distance is None else [_finite(d) for d in p.min_distance]
+    closest: list[ClosestPair | None] = [None] * n
+    if p.closest_pair is not None:
+        closest = [_pair(pair, sphere_links) for pair in p.closest_pair]
+    goals = [None] * n if p.goal is None else p.goal
+    gradients: list = [None] * n if p.gradient is None else _gradients(p.gradient, frames)
     return [
         IKSolution.model_construct(
-            q=q[i],
-            success=success[i],
-            position_error=pos[i],
-            orientation_error=ori[i],
-            iterations=iters[i],
-            status=prediction.status[i],
+            q=p.q[i],
+            success=p.success[i],
+            position_error=p.position_error[i],
+            orientation_error=p.orientation_error[i],
+            iterations=p.iterations[i],
+            status=p.status[i],
             min_distance=least[i],
             closest=closest[i] if least[i] is not None else None,
             goal=goals[i],
             gradient=gradients[i],
         )
-        for i in range(len(q))
+        for i in range(n)
     ]
 
 

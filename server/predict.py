@@ -7,10 +7,11 @@ the job's answer), and :func:`assemble` adds the gradients of the rows that aske
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -25,19 +26,32 @@ __all__ = ["Prediction", "assemble", "fk_poses", "joined"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """The answer to one job, on the CPU.
+    """The answer to one job as the values its JSON carries, every one checked finite: per row, its solution's
+    fields (:class:`~ik_layer.IKResult`'s, as lists: each field is read off its tensor once).
+
+    The m rows are flat: one per target, or ``per_target`` of each target's after one another.
 
     Attributes:
-        result: the m solutions, flat: one per target, or ``per_target`` of each target's after one another.
+        q: (m, nq) configurations; success, position_error, orientation_error, iterations: (m,) theirs.
         status: why each row stopped: ``solved``, ``exhausted`` (budget spent), ``deadline`` or ``cancelled``.
-        gradient: (m, dof, 6) dq/d(target twist) if the job asked for it (zero on rows that failed), else None;
-            (m, dof, F, 6) for a robot with F end-effector frames (:func:`ik_layer.target_gradient`).
+        min_distance, closest_pair: (m,) and (m, 2) with obstacles or self-collision (+inf, and a negative
+            sphere, where there was no pair to measure), else None.
+        goal: (m,) the goal each row's answer reaches, with goal sets; else None.
+        gradient: (m, dof, 6) dq/d(target twist) on the CPU if the job asked for it (zero on rows that failed),
+            else None; (m, dof, F, 6) for a robot with F end-effector frames (:func:`ik_layer.target_gradient`).
         per_target: the solutions asked per target (``num_solutions``): above 1, answered as lists of that many.
     """
 
-    result: IKResult
+    q: list[list[float]]
+    success: list[bool]
+    position_error: list[float]
+    orientation_error: list[float]
+    iterations: list[int]
     status: list[str]
-    gradient: Tensor | None
+    min_distance: list[float] | None = None
+    closest_pair: list[list[int]] | None = None
+    goal: list[int] | None = None
+    gradient: Tensor | None = None
     per_target: int = 1
 
 
@@ -57,20 +71,33 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    flat = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
-    result = flat.map(Tensor.cpu)  # (a search's: on the robot's device)
+    result = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
     if job.goal_counts is not None:
         result = _best_goals(robot, job, result, job.goal_counts)
-    _check_finite("solutions", result.q, result.position_error, result.orientation_error)
     assert result.status is not None  # the engine's and a search's answers say why each row stopped
-    status = [ROW_STATUS[code] for code in result.status.tolist()]
+    q, position, orientation = result.q.tolist(), result.position_error.tolist(), result.orientation_error.tolist()
+    if not _finite(*q, position, orientation):
+        raise NonFiniteError("the solver produced non-finite solutions (singular or extreme targets)")
     gradient = None
     if job.gradient:
         weights = None if job.weights is None else job.weights.to(robot.device)
         gradient = ik_layer.target_gradient(robot, result.q.to(robot.device), weights).cpu()
-        gradient[~result.success] = 0  # as the library's ik(): no gradient through a failed solve
-        _check_finite("gradients", gradient)
-    return Prediction(result=result, status=status, gradient=gradient, per_target=job.num_solutions)
+        gradient[~result.success.cpu()] = 0  # as the library's ik(): no gradient through a failed solve
+        if not bool(torch.isfinite(gradient).all()):
+            raise NonFiniteError("the solver produced non-finite gradients (singular or extreme targets)")
+    return Prediction(
+        q=q,
+        success=result.success.tolist(),
+        position_error=position,
+        orientation_error=orientation,
+        iterations=result.iterations.tolist(),
+        status=[ROW_STATUS[code] for code in result.status.tolist()],
+        min_distance=None if result.min_distance is None else result.min_distance.tolist(),
+        closest_pair=None if result.closest_pair is None else result.closest_pair.tolist(),
+        goal=None if result.goal is None else result.goal.tolist(),
+        gradient=gradient,
+        per_target=job.num_solutions,
+    )
 
 
 def _best_goals(robot: Robot, job: IKJob, answers: IKResult, counts: Tensor) -> IKResult:
@@ -94,8 +121,6 @@ def fk_poses(robot: Robot, q: Tensor) -> Tensor:
     return matrix_to_pose(robot.fk(q.to(robot.device))).cpu()
 
 
-def _check_finite(what: str, *tensors: Tensor) -> None:
-    """JSON has no NaN: refuse (422) rather than answer with numbers it cannot carry."""
-    values = (t.detach().numpy() if t.requires_grad else t.numpy() for t in tensors)  # CPU tensors: numpy is faster
-    if not all(bool(np.isfinite(v).all()) for v in values):
-        raise NonFiniteError(f"the solver produced non-finite {what} (singular or extreme targets)")
+def _finite(*rows: list[float]) -> bool:
+    """Whether every value of ``rows`` is finite (JSON has no NaN: an answer with one is refused, 422)."""
+    return all(map(math.isfinite, itertools.chain.from_iterable(rows)))

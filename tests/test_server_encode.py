@@ -8,37 +8,37 @@ import math
 import torch
 
 import ik_layer
-from ik_layer import IKResult
 from ik_layer.server.encode import ik_response, poses, robot_info, solutions
 from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, RobotInfo
 
 
 def test_solutions_carry_every_row_its_status_and_the_gradient_if_asked() -> None:
-    result = IKResult(
-        q=torch.tensor([[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]], dtype=torch.float64),
-        success=torch.tensor([True, False, True]),
-        position_error=torch.tensor([1e-5, 0.5, 0.0], dtype=torch.float64),
-        orientation_error=torch.tensor([2e-4, 1.0, 0.0], dtype=torch.float64),
-        iterations=torch.tensor([3, 40, 0]),
-    )
     status = ["solved", "exhausted", "solved"]
-    out = solutions(Prediction(result=result, status=status, gradient=None))
+    rows = {
+        "q": [[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]],
+        "success": [True, False, True],
+        "position_error": [1e-5, 0.5, 0.0],
+        "orientation_error": [2e-4, 1.0, 0.0],
+        "iterations": [3, 40, 0],
+        "status": status,
+    }
+    out = solutions(Prediction(**rows))
     assert [s.q for s in out] == [[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]]
     assert [s.success for s in out] == [True, False, True]
     assert [s.position_error for s in out] == [1e-5, 0.5, 0.0]
     assert [s.orientation_error for s in out] == [2e-4, 1.0, 0.0]
     assert [s.iterations for s in out] == [3, 40, 0]
     assert [s.status for s in out] == status
-    assert json.loads(ik_response("r", Prediction(result, status, None))) == {
+    assert json.loads(ik_response("r", Prediction(**rows))) == {
         "robot": "r",
         "solutions": [
             IKResponse(robot="r", solutions=out).model_dump(exclude_none=True)["solutions"][i] for i in (0, 1, 2)
         ],
     }
-    assert all("gradient" not in s for s in json.loads(ik_response("r", Prediction(result, status, None)))["solutions"])
+    assert all("gradient" not in s for s in json.loads(ik_response("r", Prediction(**rows)))["solutions"])
     gradient = torch.arange(36, dtype=torch.float64).reshape(3, 2, 6)
-    body = json.loads(ik_response("r", Prediction(result, status, gradient)))
+    body = json.loads(ik_response("r", Prediction(**rows, gradient=gradient)))
     assert [s["gradient"] for s in body["solutions"]] == gradient.tolist()
 
 
@@ -103,18 +103,13 @@ def test_poses_and_gradients_of_several_frames_are_keyed_by_frame() -> None:
     out = poses(rows, ["a", "b", "c"])
     assert [list(p) for p in out] == [["a", "b", "c"]] * 2
     assert out[1]["b"].position == [28.0, 29.0, 30.0] and out[1]["b"].orientation == [31.0, 32.0, 33.0, 34.0]
-    result = IKResult(
-        q=torch.zeros(2, 4, dtype=torch.float64),
-        success=torch.tensor([True, True]),
-        position_error=torch.zeros(2, dtype=torch.float64),
-        orientation_error=torch.zeros(2, dtype=torch.float64),
-        iterations=torch.zeros(2, dtype=torch.int64),
-    )
+    rows = {"q": [[0.0] * 4] * 2, "success": [True] * 2, "position_error": [0.0] * 2, "orientation_error": [0.0] * 2}
+    rows |= {"iterations": [0] * 2, "status": ["solved"] * 2}
     gradient = torch.randn(2, 3, 2, 6, dtype=torch.float64)  # (n, dof, F, 6), as ik_layer.target_gradient
-    body = json.loads(ik_response("r", Prediction(result, ["solved"] * 2, gradient), ["left", "right"]))
+    body = json.loads(ik_response("r", Prediction(**rows, gradient=gradient), ["left", "right"]))
     for i, solution in enumerate(body["solutions"]):
         assert list(solution["gradient"]) == ["left", "right"] and len(solution["q"]) == 4
         assert solution["gradient"]["left"] == gradient[i, :, 0].tolist()
         assert solution["gradient"]["right"] == gradient[i, :, 1].tolist()
-    one = json.loads(ik_response("r", Prediction(result, ["solved"] * 2, gradient[:, :, :1]), None))  # F = 1
+    one = json.loads(ik_response("r", Prediction(**rows, gradient=gradient[:, :, :1]), None))  # F = 1
     assert [s["gradient"] for s in one["solutions"]] == gradient[:, :, 0].tolist()

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import ik_layer
-from ik_layer import IKResult, NonFiniteError, SolveOptions
+from ik_layer import ROW_STATUS, IKResult, NonFiniteError, SolveOptions
 from ik_layer.engine import Engine
 from ik_layer.model.lie import matrix_to_pose
 from ik_layer.server.decode import IKJob, prepare
-from ik_layer.server.predict import assemble, fk_poses, joined
+from ik_layer.server.predict import Prediction, assemble, fk_poses, joined
 
 OPTIONS = SolveOptions(num_seeds=2, max_iterations=40)
 
@@ -43,15 +43,24 @@ def solve_in_parts(robot: ik_layer.Robot, job: IKJob, cuts: list[int], deadline:
     return joined(parts)
 
 
+def as_result(prediction: Prediction, like: IKResult) -> IKResult:
+    """The rows of ``prediction`` as the fields of an IKResult of the dtypes of ``like``'s (its status codes)."""
+    codes = {name: code for code, name in ROW_STATUS.items()}
+    rows = {f.name: getattr(prediction, f.name) for f in fields(IKResult) if f.name != "status"}
+    given = {name: torch.tensor(x, dtype=getattr(like, name).dtype) for name, x in rows.items() if x is not None}
+    return IKResult(**given, status=torch.tensor([codes[s] for s in prediction.status], dtype=torch.int32))
+
+
 def test_parts_assemble_in_row_order_and_equal_a_direct_solve(ur5e: ik_layer.Robot) -> None:
     q, targets = poses(ur5e, 5, seed=1)
     warm = q + 0.01  # next to the answer: every row solves from its warm start, as ik_layer.solve does
     job = IKJob(targets, warm, OPTIONS, gradient=True, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2, 5], time.monotonic() + 60))
     direct = ik_layer.solve(ur5e, targets, OPTIONS, warm_start=warm)
+    got = as_result(prediction, direct)
     for f in fields(IKResult):
-        torch.testing.assert_close(getattr(prediction.result, f.name), getattr(direct, f.name), rtol=0, atol=1e-12)
-    assert prediction.status == ["solved"] * 5 and bool(prediction.result.success.all())
+        torch.testing.assert_close(getattr(got, f.name), getattr(direct, f.name), rtol=0, atol=1e-12)
+    assert prediction.status == ["solved"] * 5 and all(prediction.success)
     torch.testing.assert_close(prediction.gradient, ik_layer.target_gradient(ur5e, direct.q), rtol=0, atol=1e-12)
 
 
@@ -60,10 +69,11 @@ def test_failed_rows_get_zero_gradient_and_their_status(ur5e: ik_layer.Robot) ->
     targets[1, 0] += 5.0  # 5 m further out: unreachable
     job = IKJob(targets, None, OPTIONS, gradient=True, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2], time.monotonic() + 60))
-    assert prediction.result.success.tolist() == [True, False]
+    assert prediction.success == [True, False]
     assert prediction.status == ["solved", "exhausted"]
-    assert prediction.result.iterations[1] == OPTIONS.max_iterations
-    torch.testing.assert_close(prediction.gradient[0], ik_layer.target_gradient(ur5e, prediction.result.q[0]))
+    assert prediction.iterations[1] == OPTIONS.max_iterations
+    q = torch.tensor(prediction.q, dtype=torch.float64)
+    torch.testing.assert_close(prediction.gradient[0], ik_layer.target_gradient(ur5e, q[0]))
     assert bool((prediction.gradient[1] == 0).all())
 
 
@@ -71,12 +81,13 @@ def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Rob
     _, targets = poses(ur5e, 3, seed=3)
     job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [3], time.monotonic() - 1))
-    assert prediction.status == ["deadline"] * 3 and not bool(prediction.result.success.any())
+    assert prediction.status == ["deadline"] * 3 and not any(prediction.success)
     assert prediction.gradient is None
     # the reported errors are those of the configurations returned
-    reached = ur5e.fk(prediction.result.q)[:, :3, 3]
+    reached = ur5e.fk(torch.tensor(prediction.q, dtype=torch.float64))[:, :3, 3]
     want = ik_layer.model.lie.pose_to_matrix(targets)[:, :3, 3]
-    torch.testing.assert_close(prediction.result.position_error, (reached - want).norm(dim=-1))
+    got = torch.tensor(prediction.position_error, dtype=torch.float64)
+    torch.testing.assert_close(got, (reached - want).norm(dim=-1))
 
 
 def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_layer.Robot) -> None:
@@ -146,12 +157,12 @@ def test_feet_solved_in_parts_with_weighted_gradients(solo: ik_layer.Robot) -> N
     targets[..., 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # position-only: any orientation
     job = IKJob(targets, None, SolveOptions(num_seeds=4), gradient=True, timeout=10.0, weights=POSITION_ONLY)
     prediction = assemble(solo, job, solve_in_parts(solo, job, [1, 4], time.monotonic() + 60))
-    result = prediction.result
-    assert result.q.shape == (4, 19) and bool(result.success.all()) and prediction.status == ["solved"] * 4
-    reached = solo.fk(result.q)[..., :3, 3]
+    q_found = torch.tensor(prediction.q, dtype=torch.float64)
+    assert q_found.shape == (4, 19) and all(prediction.success) and prediction.status == ["solved"] * 4
+    reached = solo.fk(q_found)[..., :3, 3]
     assert float((reached - targets[..., :3]).norm(dim=-1).max()) <= 1e-4
     assert prediction.gradient is not None and prediction.gradient.shape == (4, 18, 4, 6)
-    want = ik_layer.target_gradient(solo, result.q, POSITION_ONLY)
+    want = ik_layer.target_gradient(solo, q_found, POSITION_ONLY)
     torch.testing.assert_close(prediction.gradient, want, rtol=0, atol=1e-12)
     got = fk_poses(solo, q)
     assert got.shape == (4, 4, 7)
