@@ -9,10 +9,10 @@ alternating rounds. It prints the medians and p99s, their ratio and difference; 
 Pinocchio in float64 (the exit status is 1 if a success is not confirmed). To compare two checkouts, run it from
 each (``PYTHONPATH=<checkout>``) on the same machine.
 
-Called back to back, a request finds the processor's caches holding the one before it, and costs 2-3 times less
-than in a server, where the client's work, the network stack's and the other processes' run between two requests.
-``--evict MB`` writes over MB of memory before each timed call (untimed): 32, this machine's last-level cache,
-gives ``/health`` about the time the HTTP benchmark's server spends on it (``bench/server_load.py``).
+Called back to back, a request finds the processor's caches holding the one before it; in a server, the client's
+work, the network stack's and the other processes' run between two requests. ``--evict MB`` writes over MB of
+memory before each timed call (untimed), so that each call starts from cold caches: 32 is this machine's
+last-level cache.
 
     python bench/app_latency.py --threads 1                     # ur5e, 3 rounds of 1,000 requests each
     python bench/app_latency.py --threads 1 --evict 32          # each request from cold caches
