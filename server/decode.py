@@ -25,6 +25,7 @@ from torch import Tensor
 from ik_layer import OPTION_SPECS, IKLayerError, NoCollisionModel, Obstacle, Problem, Robot, SolveOptions
 from ik_layer.collision.shapes import Scenes, check_obstacles, check_scenes
 from ik_layer.core.solutions import SolutionSearch, check_objective
+from ik_layer.model.robot import NUMPY_DTYPES
 from ik_layer.server.exceptions import FieldError, InvalidBody, NoCollisionSpheres, TooManyRows
 from ik_layer.server.schemas import (
     MIN_QUATERNION_NORM,
@@ -56,7 +57,6 @@ __all__ = [
 MAX_REPORTED_ERRORS = 10
 """Validation errors listed in a 422 answer at most (the answer says how many there were)."""
 
-_NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32}  # of a robot's dtype (one of these)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -89,7 +89,8 @@ def frame_keys(robot: Robot) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True)
 class IKJob:
-    """One IK request as CPU tensors in the robot's dtype.
+    """One IK request as CPU tensors in the robot's dtype (its targets as a numpy array, which the library checks in
+    plain floats for one pose: :meth:`Problem.of_targets`).
 
     Attributes:
         targets: (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``, quaternions normalised; (n, F, 7) for a robot
@@ -110,7 +111,7 @@ class IKJob:
             then every row's goals, one row after the other; else None.
     """
 
-    targets: Tensor
+    targets: np.ndarray
     warm_start: Tensor | None
     options: SolveOptions
     gradient: bool
@@ -131,7 +132,7 @@ class IKJob:
     @property
     def frames(self) -> int:
         """End-effector frames per target (1 for one-frame robots)."""
-        return self.targets.shape[1] if self.targets.dim() == 3 else 1
+        return self.targets.shape[1] if self.targets.ndim == 3 else 1
 
     @property
     def searches(self) -> bool:
@@ -285,7 +286,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
         IKLayerError: a target, weight, warm start or posture of some job is invalid.
     """
     device = robot.device
-    targets = (jobs[0].targets if len(jobs) == 1 else torch.cat([job.targets for job in jobs])).to(device)
+    targets = jobs[0].targets if len(jobs) == 1 else np.concatenate([job.targets for job in jobs])
     weights = None
     if any(job.weights is not None for job in jobs):
         weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
@@ -325,9 +326,11 @@ def _check_rows(field: str, rows: int, limit: int) -> None:
         raise TooManyRows(f"{field} has {rows} entries; this server takes at most {limit} per request", limit)
 
 
-def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Sequence[tuple[int, ...]]) -> Tensor:
-    """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``);
-    ``places``: where each is in the body (:func:`_places`)."""
+def pose_targets(
+    robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places: Sequence[tuple[int, ...]]
+) -> np.ndarray:
+    """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``),
+    in the robot's dtype on the host; ``places``: where each is in the body (:func:`_places`)."""
     frames = frames_of(robot)
     rows: list[list[list[float]]] = []
     for target, place in zip(targets, places, strict=True):
@@ -345,8 +348,8 @@ def pose_targets(robot: Robot, targets: Sequence[Pose | dict[str, Pose]], places
             continue
         _check_frames(robot, frames, target, name, loc, every=True)
         rows.append([target[frame].position + target[frame].orientation for frame in frames])
-    poses = np.array(rows, dtype=_NUMPY_DTYPES[robot.dtype])  # (n, F, 7): the JSON's doubles, rounded once
-    return torch.from_numpy(poses.reshape(len(rows), *robot.target_shape[:-2], 7))
+    poses = np.array(rows, dtype=NUMPY_DTYPES[robot.dtype])  # (n, F, 7): the JSON's doubles, rounded once
+    return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
 
 
 def _to(term: TermInput, device: torch.device) -> TermInput:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -64,16 +65,17 @@ def joined(parts: Sequence[Request]) -> IKResult:
     return IKResult(**{name: torch.cat([getattr(r, name) for r in results]).cpu() for name in given})
 
 
-def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
-    """The prediction of ``job`` from its ``answers``: (n,) rows, (n, k) from a search of k solutions, or with goal
-    sets one per goal (each row's answer then the best of its goals', :func:`ik_layer.core.solutions.best_goals`).
+def assemble(robot: Robot, job: IKJob, answers: IKResult[Tensor | np.ndarray]) -> Prediction:
+    """The prediction of ``job`` from its ``answers`` (fields as tensors or numpy arrays): (n,) rows, (n, k) from a
+    search of k solutions, or with goal sets one per goal (each row's answer then the best of its goals',
+    :func:`ik_layer.core.solutions.best_goals`).
 
     Raises:
         NonFiniteError: the solver produced NaN or infinite values, which JSON cannot carry.
     """
-    result = answers if answers.success.dim() == 1 else answers.reshaped((answers.success.numel(),))
+    result = answers if answers.success.ndim == 1 else answers.reshaped((math.prod(answers.success.shape),))
     if job.goal_counts is not None:
-        result = _best_goals(robot, job, result, job.goal_counts)
+        result = _best_goals(robot, job, result.map(torch.as_tensor), job.goal_counts)
     assert result.status is not None  # the engine's and a search's answers say why each row stopped
     q, position, orientation = result.q.tolist(), result.position_error.tolist(), result.orientation_error.tolist()
     if not _finite(*q, position, orientation):
@@ -81,8 +83,9 @@ def assemble(robot: Robot, job: IKJob, answers: IKResult) -> Prediction:
     gradient = None
     if job.gradient:
         weights = None if job.weights is None else job.weights.to(robot.device)
-        gradient = ik_layer.target_gradient(robot, result.q.to(robot.device), weights).cpu()
-        gradient[~result.success.cpu()] = 0  # as the library's ik(): no gradient through a failed solve
+        solution = torch.as_tensor(result.q, device=robot.device)
+        gradient = ik_layer.target_gradient(robot, solution, weights).cpu()
+        gradient[~torch.as_tensor(result.success).cpu()] = 0  # as the library's ik(): none through a failed solve
         if not bool(torch.isfinite(gradient).all()):
             raise NonFiniteError("the solver produced non-finite gradients (singular or extreme targets)")
     return Prediction(

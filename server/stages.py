@@ -19,6 +19,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import numpy as np
+from torch import Tensor
+
 from ik_layer import IKLayerError, IKResult, Problem, Robot
 from ik_layer.core.solutions import SolutionSearch, objective_problem
 from ik_layer.engine import Engine, Request
@@ -66,16 +69,16 @@ class IKStages:
         """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
         return engine.submit(problem.select(rows), next(self._seeds), deadline)
 
-    def solve(self, engine: Engine, problem: Problem, deadline: float) -> IKResult:
-        """Solve the whole of ``problem`` on ``engine``, idle, at once (:meth:`Engine.solve`: the answers a part of
-        all its rows would get, with the same random stream)."""
-        return engine.solve(problem, next(self._seeds), deadline)
+    def solve(self, engine: Engine, problem: Problem, deadline: float) -> IKResult[Tensor | np.ndarray]:
+        """Solve the whole of ``problem`` on ``engine``, idle, at once (:meth:`Engine.solve_arrays`: the answers a
+        part of all its rows would get, with the same random stream; numpy arrays where the host holds them)."""
+        return engine.solve_arrays(problem, next(self._seeds), deadline)
 
     def answers(self, parts: Sequence[Request]) -> IKResult:
         """The answers of a problem's finished parts, in row order."""
         return joined(parts)
 
-    def collect(self, job: IKJob, answers: IKResult) -> Prediction:
+    def collect(self, job: IKJob, answers: IKResult[Tensor | np.ndarray]) -> Prediction:
         """The prediction of ``job`` from its answers: its problem's, or its search's result.
 
         Raises:

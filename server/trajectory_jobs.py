@@ -122,7 +122,7 @@ def trajectory_job(robot: Robot, request: TrajectoryRequest, settings: Settings)
     given |= {name: OPTION_SPECS[name].default for name in TERMS}  # whatever the server's: none
     options = SolveOptions.build(settings.solve_options(), **given)
     # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
-    targets = pose_targets(robot, request.targets, [(t,) for t in range(frames)])  # type: ignore[arg-type]
+    targets = torch.from_numpy(pose_targets(robot, request.targets, [(t,) for t in range(frames)]))  # type: ignore[arg-type]
     return TrajectoryJob(
         targets=targets,
         options=options,

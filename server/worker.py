@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
 from torch import Tensor
 
 from ik_layer import IKLayerError, IKResult, Problem, Robot
@@ -91,7 +92,7 @@ class Ticket:
     error: Exception | None = None
     submitted: int = 0  # rows handed to the engine
     running: list[tuple[Request, int]] = field(default_factory=list)  # unfinished parts and their slot claims
-    solved: IKResult | None = None  # the answers of a request solved alone (no parts)
+    solved: IKResult[Tensor | np.ndarray] | None = None  # the answers of a request solved alone (no parts)
 
     @property
     def claimed(self) -> int:
@@ -396,7 +397,7 @@ class EngineWorker:
         self._metrics.rows_in_flight.dec(part.rows)
         self._count_statuses(part.status)
 
-    def _count_statuses(self, status: Tensor) -> None:
+    def _count_statuses(self, status: Tensor | np.ndarray) -> None:
         """Count retired rows of ``status`` (codes) by status."""
         for code, count in Counter(status.reshape(-1).tolist()).items():
             self._metrics.rows_retired[ROW_STATUS[code]].inc(count)

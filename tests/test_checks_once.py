@@ -46,6 +46,14 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     build = SolveOptions.build.__func__  # type: ignore[attr-defined]
     monkeypatch.setattr(SolveOptions, "build", classmethod(counted("SolveOptions.build", build)))
     monkeypatch.setattr(problem_module, "check_collision", counted("check_collision", problem_module.check_collision))
+    one_host_target = problem_module._one_host_target
+
+    def host_target(robot: Robot, pose: Any) -> Any:  # one host pose checked in plain floats: the target's check
+        transform = one_host_target(robot, pose)
+        counts["check_target"] += transform is not None
+        return transform
+
+    monkeypatch.setattr(problem_module, "_one_host_target", host_target)
     yield counts
 
 
@@ -129,8 +137,11 @@ def pose_rows(robot: ik_layer.Robot, n: int) -> list[list[float]]:
     ],
     ids=["plain", "obstacles", "solutions"],
 )
-async def test_an_http_request_is_checked_once(robot, api, checks, fields):
-    response = await api.post("/v1/robots/ur5e/ik", json={"targets": pose_rows(robot, 3), **fields})
+@pytest.mark.parametrize("rows", [1, 3])
+async def test_an_http_request_is_checked_once(robot, api, checks, fields, rows):
+    if "warm_start" in fields:
+        fields = {**fields, "warm_start": [[0.0] * 6] * rows}
+    response = await api.post("/v1/robots/ur5e/ik", json={"targets": pose_rows(robot, rows), **fields})
     assert response.status_code == 200, response.text
     assert dict(checks) == ONCE
     rows = response.json()["solutions"]  # a list per target with num_solutions

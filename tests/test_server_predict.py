@@ -54,7 +54,7 @@ def as_result(prediction: Prediction, like: IKResult) -> IKResult:
 def test_parts_assemble_in_row_order_and_equal_a_direct_solve(ur5e: ik_layer.Robot) -> None:
     q, targets = poses(ur5e, 5, seed=1)
     warm = q + 0.01  # next to the answer: every row solves from its warm start, as ik_layer.solve does
-    job = IKJob(targets, warm, OPTIONS, gradient=True, timeout=10.0)
+    job = IKJob(targets.numpy(), warm, OPTIONS, gradient=True, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2, 5], time.monotonic() + 60))
     direct = ik_layer.solve(ur5e, targets, OPTIONS, warm_start=warm)
     got = as_result(prediction, direct)
@@ -67,7 +67,7 @@ def test_parts_assemble_in_row_order_and_equal_a_direct_solve(ur5e: ik_layer.Rob
 def test_failed_rows_get_zero_gradient_and_their_status(ur5e: ik_layer.Robot) -> None:
     _, targets = poses(ur5e, 2, seed=2)
     targets[1, 0] += 5.0  # 5 m further out: unreachable
-    job = IKJob(targets, None, OPTIONS, gradient=True, timeout=10.0)
+    job = IKJob(targets.numpy(), None, OPTIONS, gradient=True, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [2], time.monotonic() + 60))
     assert prediction.success == [True, False]
     assert prediction.status == ["solved", "exhausted"]
@@ -79,7 +79,7 @@ def test_failed_rows_get_zero_gradient_and_their_status(ur5e: ik_layer.Robot) ->
 
 def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Robot) -> None:
     _, targets = poses(ur5e, 3, seed=3)
-    job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
+    job = IKJob(targets.numpy(), None, OPTIONS, gradient=False, timeout=10.0)
     prediction = assemble(ur5e, job, solve_in_parts(ur5e, job, [3], time.monotonic() - 1))
     assert prediction.status == ["deadline"] * 3 and not any(prediction.success)
     assert prediction.gradient is None
@@ -93,8 +93,8 @@ def test_rows_past_their_deadline_retire_with_status_deadline(ur5e: ik_layer.Rob
 def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_layer.Robot) -> None:
     q, targets = poses(ur5e, 5, seed=4)
     jobs = [
-        IKJob(targets[:2], q[:2], OPTIONS, gradient=False, timeout=1.0),
-        IKJob(targets[2:], None, OPTIONS.replace(num_seeds=1), gradient=False, timeout=1.0),
+        IKJob(targets[:2].numpy(), q[:2], OPTIONS, gradient=False, timeout=1.0),
+        IKJob(targets[2:].numpy(), None, OPTIONS.replace(num_seeds=1), gradient=False, timeout=1.0),
     ]
     first, second = prepare(ur5e, jobs)
     want = ik_layer.model.lie.pose_to_matrix(targets)
@@ -102,14 +102,14 @@ def test_jobs_are_checked_together_and_keep_their_own_rows_and_options(ur5e: ik_
     torch.testing.assert_close(first.warm_start, q[:2], rtol=0, atol=0)
     assert second.warm_start is None and (first.options, second.options) == (OPTIONS, OPTIONS.replace(num_seeds=1))
     assert first.weights.shape == (2, 6) and second.weights.shape == (3, 6)
-    bad = IKJob(targets[:1], torch.full((1, 6), float("nan"), dtype=torch.float64), OPTIONS, False, 1.0)
+    bad = IKJob(targets[:1].numpy(), torch.full((1, 6), float("nan"), dtype=torch.float64), OPTIONS, False, 1.0)
     with pytest.raises(ik_layer.NonFiniteError, match="warm_start"):
         prepare(ur5e, [jobs[0], bad])
 
 
 def test_non_finite_solutions_are_refused(ur5e: ik_layer.Robot) -> None:
     _, targets = poses(ur5e, 1, seed=6)
-    job = IKJob(targets, None, OPTIONS, gradient=False, timeout=10.0)
+    job = IKJob(targets.numpy(), None, OPTIONS, gradient=False, timeout=10.0)
     answers = solve_in_parts(ur5e, job, [1], time.monotonic() + 60)
     with pytest.raises(NonFiniteError, match="non-finite solutions"):
         assemble(ur5e, job, replace(answers, q=answers.q * torch.nan))
@@ -139,9 +139,9 @@ def test_jobs_of_several_frames_keep_their_own_weights(solo: ik_layer.Robot) -> 
     per_foot = torch.ones(4, 6, dtype=torch.float64)
     per_foot[2, 3:] = 0
     jobs = [
-        IKJob(targets[:2], None, OPTIONS, gradient=False, timeout=1.0, weights=POSITION_ONLY),
-        IKJob(targets[2:4], q[2:4], OPTIONS, gradient=False, timeout=1.0),
-        IKJob(targets[4:], None, OPTIONS, gradient=False, timeout=1.0, weights=per_foot),
+        IKJob(targets[:2].numpy(), None, OPTIONS, gradient=False, timeout=1.0, weights=POSITION_ONLY),
+        IKJob(targets[2:4].numpy(), q[2:4], OPTIONS, gradient=False, timeout=1.0),
+        IKJob(targets[4:].numpy(), None, OPTIONS, gradient=False, timeout=1.0, weights=per_foot),
     ]
     first, second, third = prepare(solo, jobs)
     assert first.target.shape == (2, 4, 4, 4) and first.weights.shape == (2, 4, 6)
@@ -155,7 +155,7 @@ def test_jobs_of_several_frames_keep_their_own_weights(solo: ik_layer.Robot) -> 
 def test_feet_solved_in_parts_with_weighted_gradients(solo: ik_layer.Robot) -> None:
     q, targets = poses(solo, 4, seed=10)
     targets[..., 3:] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # position-only: any orientation
-    job = IKJob(targets, None, SolveOptions(num_seeds=4), gradient=True, timeout=10.0, weights=POSITION_ONLY)
+    job = IKJob(targets.numpy(), None, SolveOptions(num_seeds=4), gradient=True, timeout=10.0, weights=POSITION_ONLY)
     prediction = assemble(solo, job, solve_in_parts(solo, job, [1, 4], time.monotonic() + 60))
     q_found = torch.tensor(prediction.q, dtype=torch.float64)
     assert q_found.shape == (4, 19) and all(prediction.success) and prediction.status == ["solved"] * 4

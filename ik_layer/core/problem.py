@@ -20,13 +20,16 @@ from torch import Tensor
 from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
 from ik_layer.core.options import SolveOptions
 from ik_layer.exceptions import IKLayerError, NoCollisionModel, NonFiniteError, ShapeError
+from ik_layer.model.host import is_one_unit_pose
+from ik_layer.model.host import pose_to_matrix as host_pose_to_matrix
 from ik_layer.model.lie import host_values
-from ik_layer.model.robot import Robot
+from ik_layer.model.robot import NUMPY_DTYPES, Robot
 from ik_layer.terms import BUILT_IN, TermInput, term_named
 
 __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
+_ONE_FRAME = (4, 4)  # the target shape of a one-frame robot
 _ONE_TARGET_WEIGHTS: dict[tuple[torch.dtype, torch.device, tuple[int, ...]], Tensor] = {}  # by dtype, device, shape
 _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
@@ -109,17 +112,26 @@ class Problem:
 
     @staticmethod
     def of_targets(
-        robot: Robot, target: Tensor, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
+        robot: Robot, target: Tensor | np.ndarray, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
     ) -> Problem:
         """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with ``options``
         (taken as they are) and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of
         several problems at once, then each problem's own inputs).
+
+        ``target`` may also be a numpy array of the robot's dtype (the server's poses), taken to the robot's device:
+        one pose is checked and made a transform in plain floats, with no torch operator before the solve.
 
         Raises:
             IKLayerError: an argument is invalid; the message names it.
         """
         if not isinstance(robot, Robot):
             raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+        if isinstance(target, np.ndarray):
+            one = _one_host_target(robot, target)
+            if one is not None:
+                batch = torch.Size(target.shape[:-1])
+                return Problem(batch=batch, target=one, weights=_weights(robot, weights, batch, 1), options=options)
+            target = torch.from_numpy(target).to(robot.device)
         target_t = robot.check_target(target)
         values = host_values(target_t)
         if math.prod(values.shape) and float(_largest_abs(values[..., :3, 3])) > MAX_TARGET_DISTANCE:
@@ -342,6 +354,20 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
         raise ShapeError(
             f"{name} of shape {tuple(x.shape)} does not broadcast to the targets' batch {tuple(batch)}"
         ) from err
+
+
+def _one_host_target(robot: Robot, pose: np.ndarray) -> Tensor | None:
+    """(1, 4, 4) the transform of host ``pose``, one pose (7 values, of any batch shape) of a one-frame CPU robot's
+    dtype whose checks pass, made in plain floats (what :func:`~ik_layer.model.lie.as_transform` does with such a
+    tensor); None for any other (the tensor checks take it, and explain a refusal)."""
+    if robot.device.type != "cpu" or robot.target_shape != _ONE_FRAME or not is_one_unit_pose(pose):
+        return None
+    if pose.dtype != NUMPY_DTYPES[robot.dtype]:
+        return None
+    matrix = host_pose_to_matrix(pose.reshape(7), "target")
+    if float(_largest_abs(matrix[:3, 3])) > MAX_TARGET_DISTANCE:
+        raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
+    return torch.from_numpy(matrix.reshape(1, 4, 4))
 
 
 def _largest_abs(x: Tensor | np.ndarray) -> Tensor | np.ndarray | float:

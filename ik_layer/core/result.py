@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Generic
+from typing import Generic, cast
 
 import numpy as np
 import torch
@@ -20,9 +20,12 @@ CANCELLED = 5  # stopped because its request was cancelled (the server's)
 ROW_STATUS = {SOLVED: "solved", EXHAUSTED: "exhausted", DEADLINE: "deadline", CANCELLED: "cancelled"}
 """Why a target stopped, by the code :attr:`IKResult.status` holds: its name (the server's and the client's)."""
 
-ArrayT = TypeVar("ArrayT", bound=Tensor | np.ndarray, default=Tensor)
+ArrayT = TypeVar("ArrayT", bound=Tensor | np.ndarray, default=Tensor, covariant=True)
 """The kind of an :class:`IKResult`'s fields: tensors from every solver; numpy arrays where
-:meth:`ik_layer.client.RemoteIKResult.result` is asked for an answer that came as numpy arrays."""
+:meth:`ik_layer.client.RemoteIKResult.result` is asked for an answer that came as numpy arrays, and where
+:meth:`Engine.solve_arrays <ik_layer.engine.Engine.solve_arrays>` reads them off the host."""
+
+MappedT = TypeVar("MappedT", bound=Tensor | np.ndarray)  # the kind of a mapped result's fields
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,19 @@ class IKResult(Generic[ArrayT]):
     status: ArrayT | None = None
     goal: ArrayT | None = None
 
-    def map(self: IKResult[Tensor], fn: Callable[[Tensor], Tensor]) -> IKResult[Tensor]:
+    def map(self, fn: Callable[[ArrayT], MappedT]) -> IKResult[MappedT]:
         """This result with ``fn`` applied to each field it holds (fields not measured stay None)."""
         held = {name: getattr(self, name) for name in _FIELDS}
         return IKResult(**{name: None if x is None else fn(x) for name, x in held.items()})  # type: ignore[arg-type]
 
-    def reshaped(self: IKResult[Tensor], batch: torch.Size | tuple[int, ...]) -> IKResult[Tensor]:
+    def reshaped(self, batch: torch.Size | tuple[int, ...]) -> IKResult[ArrayT]:
         """This result with every field's batch dimensions (``success``'s) reshaped to ``batch``."""
-        rows = self.success.dim()
-        return self.map(lambda x: x.reshape((*batch, *x.shape[rows:])))
+        rows = self.success.ndim
+
+        def reshape(x: Tensor | np.ndarray) -> Tensor | np.ndarray:
+            return x.reshape((*batch, *x.shape[rows:]))
+
+        return cast("IKResult[ArrayT]", self.map(reshape))
 
 
 _FIELDS = tuple(f.name for f in fields(IKResult))  # (dataclasses.fields() walks the class's fields on each call)

@@ -334,8 +334,14 @@ class Engine:
         return request
 
     def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
+        """:meth:`solve_arrays`, every field of its answer a tensor on the robot's device."""
+        return self.solve_arrays(problem, seed, deadline).map(self.slots.tensor)
+
+    def solve_arrays(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult[Tensor | np.ndarray]:
         """Solve a checked problem here and now, by ``deadline`` (``time.monotonic()``; None: none); the caller owns
-        the engine (one worker thread at a time).
+        the engine (one worker thread at a time). The answer's fields are as the engine holds them: those a solve
+        alone reads off the host are numpy arrays (on the host store, all of them), for a caller that only reads
+        their values (the server makes lists of them); :meth:`solve` makes them tensors.
 
         In an idle engine a problem without obstacles that fits in the slots, with at most one given start per
         target (a warm start, or a posture that seeds), is solved alone (:meth:`_solve_alone`): each target in one
@@ -352,7 +358,9 @@ class Engine:
         self.run(request)
         return request.result(problem.batch)
 
-    def _solve_alone(self, problem: Problem, start: Tensor | None, seed: int, deadline: float | None) -> IKResult:
+    def _solve_alone(
+        self, problem: Problem, start: Tensor | None, seed: int, deadline: float | None
+    ) -> IKResult[Tensor | np.ndarray]:
         """``problem`` in an idle engine, from its targets' given ``start`` (n, 1, nq) or random ones: each target
         in one slot (from the restart stream of its first seed on the scheduler), where the kernel restarts a
         stalled seed at random, within :func:`lone_budget` iterations (``restart_after`` for a target out of
@@ -371,27 +379,27 @@ class Engine:
         slots.place(
             placed, None, options, gains=gains, start=kind, seed=seed,
             rng_offset=np.arange(n) * options.num_seeds,  # as the scheduler's (target, seed 0)
-            budget=_budgets(options, unreachable, budget) if unreachable.any() else budget,
+            budget=_budgets(options, unreachable, budget) if np.count_nonzero(unreachable) else budget,
         )  # fmt: skip
         self._launch(budget, n, deadline)
         status, iterations, _, _ = slots.read(n)
-        if (status == RUNNING).any():  # stopped by the deadline: the scheduler retires them there
+        if np.count_nonzero(status == RUNNING):  # stopped by the deadline: the scheduler retires them there
             request = self._open(problem, seed, deadline, None, slots.copy(given))  # (the slots are reused)
             request.unreachable, request.scene, request.admitted = unreachable, np.zeros((1, 2), dtype=np.int32), n
             none = np.zeros(n, dtype=np.int64)
             self._hold(request, np.arange(n), placed, np.arange(n), none, none, more_seeds=False)
             self.run(request)
             return request.result(problem.batch)
-        batch, tensor, nq = problem.batch, slots.tensor, self.robot.nq
+        batch, nq = problem.batch, self.robot.nq
         answer = slots.rows_of["answer"]
         error = slots.copy(answer[:n, nq : nq + 2])
-        result = IKResult(
-            q=tensor(slots.copy(answer[:n, :nq]).reshape(*batch, nq)),
-            success=tensor((status == SOLVED).reshape(batch)),
-            position_error=tensor(error[:, 0].reshape(batch)),
-            orientation_error=tensor(error[:, 1].reshape(batch)),
-            iterations=tensor(iterations.astype(np.int64).reshape(batch)),
-            status=tensor(status.reshape(batch)),
+        result: IKResult[Tensor | np.ndarray] = IKResult(
+            q=slots.copy(answer[:n, :nq]).reshape(*batch, nq),
+            success=(status == SOLVED).reshape(batch),
+            position_error=error[:, 0].reshape(batch),
+            orientation_error=error[:, 1].reshape(batch),
+            iterations=iterations.astype(np.int64).reshape(batch),
+            status=status.reshape(batch),
         )
         slots.retire(placed)
         return result

@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, SupportsIndex, cast, overload
 
+import numpy as np
 import pinocchio as pin
 import torch
 from torch import Tensor, nn
@@ -67,12 +68,14 @@ from ik_layer.model.limits import full_turns, joint_limits
 if TYPE_CHECKING:
     from ik_layer.collision.model import RobotSpheres  # which imports this module
 
-__all__ = ["Robot", "chain_kinematics", "check_device", "check_dtype"]
+__all__ = ["NUMPY_DTYPES", "Robot", "chain_kinematics", "check_device", "check_dtype"]
 
 # Half precision is refused: the solver's default tolerances (1e-4 m) are below its resolution at arm scale.
 _log = logging.getLogger("ik_layer")
 _FRAME_CHAINS = 16  # frame lists whose chains Robot.fk(q, frames=...) keeps built
 _SUPPORTED_DTYPES = (torch.float32, torch.float64)
+NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+"""The numpy dtype of each dtype a robot may have."""
 _TURN = 2 * math.pi  # [rad]
 
 

@@ -1,0 +1,95 @@
+"""Host targets: :meth:`Problem.of_targets` takes the server's poses as a numpy array, one pose checked and made a
+transform in plain floats, and must give what the same poses as a tensor give (values, checks and refusals); the
+engine's :meth:`~ik_layer.engine.Engine.solve_arrays` must answer what :meth:`~ik_layer.engine.Engine.solve` does."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import ik_layer
+from ik_layer import IKLayerError, Problem
+from ik_layer.engine import Engine
+from ik_layer.model.lie import matrix_to_pose
+
+
+@pytest.fixture(scope="module", params=[torch.float64, torch.float32], ids=["float64", "float32"])
+def robot(request: pytest.FixtureRequest) -> ik_layer.Robot:
+    return ik_layer.load_robot("ur5e").to(request.param)
+
+
+def host_poses(robot: ik_layer.Robot, n: int, seed: int = 0) -> np.ndarray:
+    q = robot.random_q((n,), generator=torch.Generator().manual_seed(seed))
+    return matrix_to_pose(robot.fk(q)).numpy()
+
+
+def assert_same_problem(got: Problem, want: Problem) -> None:
+    assert got.batch == want.batch and got.rows == want.rows
+    assert got.target.dtype == want.target.dtype and got.target.shape == want.target.shape
+    assert torch.equal(got.target, want.target)  # bit for bit
+    assert torch.equal(got.weights, want.weights) and got.weights.dtype == want.weights.dtype
+
+
+@pytest.mark.parametrize("shape", [(7,), (1, 7), (1, 1, 7), (3, 7), (2, 2, 7)])
+def test_host_poses_give_the_problem_of_the_same_tensor(robot, shape):
+    poses = host_poses(robot, math.prod(shape[:-1]), seed=len(shape)).reshape(shape)
+    got = Problem.of_targets(robot, poses)
+    assert_same_problem(got, Problem.of_targets(robot, torch.from_numpy(poses.copy())))
+    weights = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 2.0], dtype=robot.dtype)
+    got = Problem.of_targets(robot, poses, weights)
+    assert_same_problem(got, Problem.of_targets(robot, torch.from_numpy(poses.copy()), weights))
+
+
+def test_a_host_pose_is_normalised_as_a_tensor_one_is(robot):
+    pose = host_poses(robot, 1)
+    pose[0, 3:] *= 1 + 1e-7  # within the quaternion norm tolerance: normalised
+    got, want = Problem.of_targets(robot, pose), Problem.of_targets(robot, torch.from_numpy(pose.copy()))
+    assert_same_problem(got, want)
+    rotation = got.target[0, :3, :3].double()
+    torch.testing.assert_close(rotation @ rotation.T, torch.eye(3, dtype=torch.float64), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p.__setitem__((0, slice(3, 7)), 0.0),  # zero quaternion
+        lambda p: p.__setitem__((0, 0), np.nan),
+        lambda p: p.__setitem__((0, 2), np.inf),
+        lambda p: p.__setitem__((0, 6), 3.0),  # far from a unit quaternion
+        lambda p: p.__setitem__((0, 0), 2e6),  # beyond MAX_TARGET_DISTANCE
+    ],
+    ids=["zero-quaternion", "nan", "inf", "not-unit", "far"],
+)
+def test_a_bad_host_pose_is_refused_as_the_same_tensor(robot, change):
+    pose = host_poses(robot, 1)
+    change(pose)
+    with pytest.raises(IKLayerError) as want:
+        Problem.of_targets(robot, torch.from_numpy(pose.copy()))
+    with pytest.raises(IKLayerError) as got:
+        Problem.of_targets(robot, pose)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+    assert "target" in str(got.value)
+
+
+def test_host_poses_of_another_dtype_or_shape_are_refused_naming_target(robot):
+    pose = host_poses(robot, 1)
+    other = np.float32 if robot.dtype == torch.float64 else np.float64
+    for bad in (pose.astype(other), pose[:, :6]):
+        with pytest.raises(IKLayerError, match="target"):
+            Problem.of_targets(robot, bad)
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_solve_arrays_answers_the_values_of_solve(robot, rows):
+    problem = Problem.of_targets(robot, host_poses(robot, rows, seed=7))
+    arrays = Engine(robot, capacity=8, block=8).solve_arrays(problem, seed=3)
+    tensors = Engine(robot, capacity=8, block=8).solve(problem, seed=3)
+    assert isinstance(arrays.q, np.ndarray)  # the host store's answers, as it holds them
+    for name in ("q", "success", "position_error", "orientation_error", "iterations", "status"):
+        got, want = getattr(arrays, name), getattr(tensors, name)
+        assert isinstance(want, torch.Tensor) and got.dtype == want.numpy().dtype
+        np.testing.assert_array_equal(got, want.numpy(), err_msg=name)
+    assert bool(tensors.success.all())
