@@ -169,7 +169,8 @@ def ik_job(
         raise FieldError(
             ("body", "timeout"), f"timeout is {timeout:g} s; this server allows at most {settings.max_timeout:g} s"
         )
-    options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in OPTION_SPECS})
+    asked = request.model_fields_set.intersection(OPTION_SPECS)  # the options the request sets (most: none)
+    options = SolveOptions.build(settings.solve_options(), **{name: getattr(request, name) for name in asked})
     # validated, every target is a Pose or frame -> Pose (the schema's validators turn vectors and matrices into Poses)
     given = request.targets if request.goals is None else [goal for row in request.goals for goal in row]
     targets = pose_targets(robot, cast("list[Pose | dict[str, Pose]]", given), places)
@@ -332,24 +333,27 @@ def pose_targets(
     """(n, 7) poses of a one-frame robot's targets, (n, F, 7) of a robot with F frames (in ``robot.target_shape``),
     in the robot's dtype on the host; ``places``: where each is in the body (:func:`_places`)."""
     frames = frames_of(robot)
-    rows: list[list[list[float]]] = []
+    values: list[float] = []  # every pose's 7 after one another (numpy makes a flat list far faster than nested)
     for target, place in zip(targets, places, strict=True):
+        if isinstance(target, Pose) and len(frames) == 1:
+            values += target.position
+            values += target.orientation
+            continue
         field = "targets" if len(place) == 1 else "goals"
         loc: tuple[str | int, ...] = ("body", field, *place)
         name = field + "".join(f"[{k}]" for k in place)
         if isinstance(target, Pose):
-            if len(frames) > 1:
-                raise FieldError(
-                    loc,
-                    f"{name} is one pose but {robot.name} has {len(frames)} end-effector frames: give an "
-                    f"object mapping each of {_names(frames)} to its pose",
-                )
-            rows.append([target.position + target.orientation])
-            continue
+            raise FieldError(
+                loc,
+                f"{name} is one pose but {robot.name} has {len(frames)} end-effector frames: give an object mapping "
+                f"each of {_names(frames)} to its pose",
+            )
         _check_frames(robot, frames, target, name, loc, every=True)
-        rows.append([target[frame].position + target[frame].orientation for frame in frames])
-    poses = np.array(rows, dtype=NUMPY_DTYPES[robot.dtype])  # (n, F, 7): the JSON's doubles, rounded once
-    return poses.reshape(len(rows), *robot.target_shape[:-2], 7)
+        for frame in frames:
+            values += target[frame].position
+            values += target[frame].orientation
+    poses = np.array(values, dtype=NUMPY_DTYPES[robot.dtype])  # the JSON's doubles, rounded once
+    return poses.reshape(len(targets), *robot.target_shape[:-2], 7)
 
 
 def _to(term: TermInput, device: torch.device) -> TermInput:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
@@ -41,6 +41,7 @@ class Settings(_SolveDefaults):
     model_config = SettingsConfigDict(
         env_prefix="IK_LAYER_",
         extra="forbid",
+        frozen=True,  # read by every request (its solver options: :meth:`solve_options`, made once)
         cli_kebab_case=True,
         cli_prog_name="python -m ik_layer.server",
         cli_implicit_flags=True,
@@ -131,8 +132,12 @@ class Settings(_SolveDefaults):
         return value
 
     def solve_options(self) -> SolveOptions:
-        """The solver options of a request that sets none (made once per set of values: every request asks)."""
-        return _options_of(tuple(getattr(self, name) for name in OPTION_SPECS))
+        """The solver options of a request that sets none (made once: every request asks)."""
+        return self._solve_options
+
+    @functools.cached_property
+    def _solve_options(self) -> SolveOptions:
+        return SolveOptions(**{name: getattr(self, name) for name in OPTION_SPECS})
 
     def torch_device(self) -> torch.device:
         """The device to load robots on (``auto``: cuda if available)."""
@@ -160,9 +165,3 @@ def cuda_missing_reason() -> str:
 def parse_settings(argv: Sequence[str] | None = None) -> Settings:
     """Settings from command-line flags ``argv`` (default: ``sys.argv[1:]``) over the environment."""
     return CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
-
-
-@functools.lru_cache(maxsize=8)
-def _options_of(values: tuple[Any, ...]) -> SolveOptions:
-    """The :class:`SolveOptions` of ``values``, in :data:`OPTION_SPECS`' order."""
-    return SolveOptions(**dict(zip(OPTION_SPECS, values, strict=True)))

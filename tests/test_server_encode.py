@@ -13,6 +13,16 @@ from ik_layer.server.predict import Prediction
 from ik_layer.server.schemas import IKResponse, RobotInfo
 
 
+def assert_is_the_model_json(body: bytes) -> None:
+    """``body`` is what the response model (the API's schema) dumps of itself, field for field and in order."""
+    model = IKResponse.model_validate_json(body)
+    assert list(json.loads(body)) == ["robot", "solutions"]
+    assert json.loads(body) == json.loads(model.model_dump_json(exclude_none=True))
+    for got, want in zip(json.loads(body)["solutions"], model.model_dump(exclude_none=True)["solutions"], strict=True):
+        for solution, expected in zip(*((got, want) if isinstance(got, list) else ([got], [want])), strict=True):
+            assert list(solution) == list(expected)  # the model's field order
+
+
 def test_solutions_carry_every_row_its_status_and_the_gradient_if_asked() -> None:
     status = ["solved", "exhausted", "solved"]
     rows = {
@@ -24,22 +34,20 @@ def test_solutions_carry_every_row_its_status_and_the_gradient_if_asked() -> Non
         "status": status,
     }
     out = solutions(Prediction(**rows))
-    assert [s.q for s in out] == [[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]]
-    assert [s.success for s in out] == [True, False, True]
-    assert [s.position_error for s in out] == [1e-5, 0.5, 0.0]
-    assert [s.orientation_error for s in out] == [2e-4, 1.0, 0.0]
-    assert [s.iterations for s in out] == [3, 40, 0]
-    assert [s.status for s in out] == status
-    assert json.loads(ik_response("r", Prediction(**rows))) == {
-        "robot": "r",
-        "solutions": [
-            IKResponse(robot="r", solutions=out).model_dump(exclude_none=True)["solutions"][i] for i in (0, 1, 2)
-        ],
-    }
-    assert all("gradient" not in s for s in json.loads(ik_response("r", Prediction(**rows)))["solutions"])
+    assert [s["q"] for s in out] == [[0.5, -1.0], [2.0, 0.25], [0.0, 0.0]]
+    assert [s["success"] for s in out] == [True, False, True]
+    assert [s["position_error"] for s in out] == [1e-5, 0.5, 0.0]
+    assert [s["orientation_error"] for s in out] == [2e-4, 1.0, 0.0]
+    assert [s["iterations"] for s in out] == [3, 40, 0]
+    assert [s["status"] for s in out] == status
+    body = ik_response("r", Prediction(**rows))
+    assert json.loads(body) == {"robot": "r", "solutions": out}
+    assert_is_the_model_json(body)
+    assert all("gradient" not in s for s in json.loads(body)["solutions"])
     gradient = torch.arange(36, dtype=torch.float64).reshape(3, 2, 6)
-    body = json.loads(ik_response("r", Prediction(**rows, gradient=gradient)))
-    assert [s["gradient"] for s in body["solutions"]] == gradient.tolist()
+    body = ik_response("r", Prediction(**rows, gradient=gradient))
+    assert [s["gradient"] for s in json.loads(body)["solutions"]] == gradient.tolist()
+    assert_is_the_model_json(body)
 
 
 def test_poses_split_position_and_quaternion() -> None:
@@ -113,3 +121,21 @@ def test_poses_and_gradients_of_several_frames_are_keyed_by_frame() -> None:
         assert solution["gradient"]["right"] == gradient[i, :, 1].tolist()
     one = json.loads(ik_response("r", Prediction(**rows, gradient=gradient[:, :, :1]), None))  # F = 1
     assert [s["gradient"] for s in one["solutions"]] == gradient[:, :, 0].tolist()
+
+
+def test_distances_pairs_goals_and_lists_of_solutions_are_the_model_json() -> None:
+    rows = {"q": [[0.1, 0.2]] * 3, "success": [True, False, True], "position_error": [0.0, 0.5, 1e-9]}
+    rows |= {"orientation_error": [0.0, 1.0, 2e-7], "iterations": [1, 2, 3]}
+    rows |= {"status": ["solved", "exhausted", "solved"]}
+    extra = {"min_distance": [0.25, math.inf, -0.01], "closest_pair": [[0, 2], [-1, -1], [1, -1]], "goal": [0, 2, 1]}
+    links = ["upper", "lower"]
+    body = ik_response("r", Prediction(**rows, **extra), sphere_links=links)
+    assert_is_the_model_json(body)
+    first, far, overlapping = json.loads(body)["solutions"]
+    assert first["min_distance"] == 0.25 and first["closest"] == {"link": "upper", "sphere": 0, "obstacle": 2}
+    assert "min_distance" not in far and "closest" not in far  # +inf: no pair measured (JSON has no infinity)
+    assert overlapping["closest"] == {"link": "lower", "sphere": 1, "other_link": "upper", "other_sphere": 0}
+    assert [s["goal"] for s in (first, far, overlapping)] == [0, 2, 1]
+    listed = ik_response("r", Prediction(**rows, per_target=3))
+    assert_is_the_model_json(listed)
+    assert json.loads(listed)["solutions"] == [solutions(Prediction(**rows))]
