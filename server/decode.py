@@ -275,7 +275,7 @@ def fk_configurations(robot: Robot, request: FKRequest, settings: Settings) -> T
     return configurations(robot, request.q, "q")
 
 
-def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem]:
+def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem[Tensor | np.ndarray]]:
     """The checked problems of ``jobs`` on the robot's device, one per job: every input checked once.
 
     The targets and weights of all the jobs are checked together (:meth:`Problem.of_targets`: a check costs about as

@@ -44,7 +44,7 @@ class IKStages:
         self._seeds = itertools.count(1)  # one random stream per part
         self._sphere_links = [link for link, _centre, _radius in robot.collision_spheres]
 
-    def decode(self, jobs: Sequence[IKJob]) -> list[Problem | IKLayerError]:
+    def decode(self, jobs: Sequence[IKJob]) -> list[Problem[Tensor | np.ndarray] | IKLayerError]:
         """The checked problem of each job, or the error that refuses it.
 
         The jobs are checked together (:func:`~ik_layer.server.decode.prepare`); if that fails, each alone, so that
@@ -57,19 +57,21 @@ class IKStages:
         except IKLayerError:
             return [self._decode_alone(job) for job in jobs]
 
-    def search(self, job: IKJob, problem: Problem) -> SolutionSearch | None:
+    def search(self, job: IKJob, problem: Problem[Tensor | np.ndarray]) -> SolutionSearch | None:
         """The search for ``job``'s solutions over its checked ``problem``, pulled towards its objective; None for a
         job of one solve (:attr:`IKJob.searches`)."""
         if not job.searches:
             return None
-        pulled = objective_problem(self.robot, problem, job.objective)
+        pulled = objective_problem(self.robot, problem.on_device(self.robot), job.objective)
         return SolutionSearch(self.robot, pulled, job.num_solutions, job.objective)
 
-    def submit(self, engine: Engine, problem: Problem, rows: slice, deadline: float) -> Request:
+    def submit(self, engine: Engine, problem: Problem[Tensor | np.ndarray], rows: slice, deadline: float) -> Request:
         """Queue the rows ``rows`` of ``problem`` on ``engine`` as a part of their own, with its own random stream."""
         return engine.submit(problem.select(rows), next(self._seeds), deadline)
 
-    def solve(self, engine: Engine, problem: Problem, deadline: float) -> IKResult[Tensor | np.ndarray]:
+    def solve(
+        self, engine: Engine, problem: Problem[Tensor | np.ndarray], deadline: float
+    ) -> IKResult[Tensor | np.ndarray]:
         """Solve the whole of ``problem`` on ``engine``, idle, at once (:meth:`Engine.solve_arrays`: the answers a
         part of all its rows would get, with the same random stream; numpy arrays where the host holds them)."""
         return engine.solve_arrays(problem, next(self._seeds), deadline)
@@ -90,7 +92,7 @@ class IKStages:
         """The JSON body answering a request with ``prediction``."""
         return encode.ik_response(self.robot.name, prediction, frame_keys(self.robot), self._sphere_links)
 
-    def _decode_alone(self, job: IKJob) -> Problem | IKLayerError:
+    def _decode_alone(self, job: IKJob) -> Problem[Tensor | np.ndarray] | IKLayerError:
         try:
             return prepare(self.robot, [job])[0]
         except IKLayerError as err:

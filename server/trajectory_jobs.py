@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -217,7 +218,7 @@ class _StoppableEngine(Engine):
 
     stopped: threading.Event | None = None
 
-    def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
+    def solve(self, problem: Problem[Tensor | np.ndarray], seed: int, deadline: float | None = None) -> IKResult:
         if self.stopped is not None and self.stopped.is_set():
             raise Abandoned
         return super().solve(problem, seed, deadline)

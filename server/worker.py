@@ -86,7 +86,7 @@ class Ticket:
     parts: list[Request] = field(default_factory=list)
     cancelled: bool = False
     # Worker thread only (or submit, solving here under the lock):
-    problem: Problem | None = None
+    problem: Problem[Tensor | np.ndarray] | None = None
     search: SolutionSearch | None = None
     late: bool = False
     error: Exception | None = None

@@ -26,8 +26,11 @@ def host_poses(robot: ik_layer.Robot, n: int, seed: int = 0) -> np.ndarray:
     return matrix_to_pose(robot.fk(q)).numpy()
 
 
-def assert_same_problem(got: Problem, want: Problem) -> None:
-    assert got.batch == want.batch and got.rows == want.rows
+def assert_same_problem(robot: ik_layer.Robot, host: Problem[torch.Tensor | np.ndarray], want: Problem) -> None:
+    """``host`` holds ``want``'s values, bit for bit, as does the tensor problem made of it."""
+    got = host.on_device(robot)
+    assert got.batch == want.batch == host.batch and got.rows == want.rows == host.rows
+    assert isinstance(got.target, torch.Tensor) and isinstance(got.weights, torch.Tensor)
     assert got.target.dtype == want.target.dtype and got.target.shape == want.target.shape
     assert torch.equal(got.target, want.target)  # bit for bit
     assert torch.equal(got.weights, want.weights) and got.weights.dtype == want.weights.dtype
@@ -37,18 +40,31 @@ def assert_same_problem(got: Problem, want: Problem) -> None:
 def test_host_poses_give_the_problem_of_the_same_tensor(robot, shape):
     poses = host_poses(robot, math.prod(shape[:-1]), seed=len(shape)).reshape(shape)
     got = Problem.of_targets(robot, poses)
-    assert_same_problem(got, Problem.of_targets(robot, torch.from_numpy(poses.copy())))
+    assert_same_problem(robot, got, Problem.of_targets(robot, torch.from_numpy(poses.copy())))
     weights = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 2.0], dtype=robot.dtype)
     got = Problem.of_targets(robot, poses, weights)
-    assert_same_problem(got, Problem.of_targets(robot, torch.from_numpy(poses.copy()), weights))
+    assert_same_problem(robot, got, Problem.of_targets(robot, torch.from_numpy(poses.copy()), weights))
+
+
+def test_one_host_pose_stays_a_host_array_and_more_become_tensors(robot):
+    one = Problem.of_targets(robot, host_poses(robot, 1))
+    assert isinstance(one.target, np.ndarray) and isinstance(one.weights, np.ndarray)
+    assert one.target.shape == (1, 4, 4) and one.weights.shape == (1, 6)
+    weighted = Problem.of_targets(robot, host_poses(robot, 1), torch.ones(6, dtype=robot.dtype))
+    assert isinstance(weighted.target, np.ndarray) and isinstance(weighted.weights, torch.Tensor)
+    assert weighted.on_device(robot).target.device == robot.device
+    several = Problem.of_targets(robot, host_poses(robot, 3))
+    assert isinstance(several.target, torch.Tensor) and several.on_device(robot) is several
+    prepared = Problem.prepare(robot, host_poses(robot, 1))  # the library's problem: tensors
+    assert isinstance(prepared.target, torch.Tensor) and isinstance(prepared.weights, torch.Tensor)
 
 
 def test_a_host_pose_is_normalised_as_a_tensor_one_is(robot):
     pose = host_poses(robot, 1)
     pose[0, 3:] *= 1 + 1e-7  # within the quaternion norm tolerance: normalised
     got, want = Problem.of_targets(robot, pose), Problem.of_targets(robot, torch.from_numpy(pose.copy()))
-    assert_same_problem(got, want)
-    rotation = got.target[0, :3, :3].double()
+    assert_same_problem(robot, got, want)
+    rotation = got.on_device(robot).target[0, :3, :3].double()
     torch.testing.assert_close(rotation @ rotation.T, torch.eye(3, dtype=torch.float64), rtol=0, atol=1e-6)
 
 

@@ -11,11 +11,12 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Generic, cast
 
 import numpy as np
 import torch
 from torch import Tensor
+from typing_extensions import TypeVar  # a TypeVar with a default (typing's from Python 3.13)
 
 from ik_layer.collision.shapes import Obstacle, Scenes, check_scenes
 from ik_layer.core.options import SolveOptions
@@ -31,11 +32,18 @@ __all__ = ["MAX_TARGET_DISTANCE", "Problem", "check_collision"]
 MAX_TARGET_DISTANCE = 1e6  # [m] targets farther from the base are refused: their squared errors overflow
 _ONE_FRAME = (4, 4)  # the target shape of a one-frame robot
 _ONE_TARGET_WEIGHTS: dict[tuple[torch.dtype, torch.device, tuple[int, ...]], Tensor] = {}  # by dtype, device, shape
+_ONE_HOST_WEIGHTS = {dtype: np.ones((1, 6), dtype=NUMPY_DTYPES[dtype]) for dtype in NUMPY_DTYPES}  # likewise, host
 _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
 
+RowsT = TypeVar("RowsT", bound=Tensor | np.ndarray, default=Tensor, covariant=True)
+"""The kind of a :class:`Problem`'s targets and weights: tensors (``Problem``), as every solver takes them; a host
+problem (``Problem[Tensor | np.ndarray]``, the server's: :meth:`Problem.of_targets` of numpy poses) may hold numpy
+arrays, which the engine's solve alone reads as they are and :meth:`Problem.on_device` makes tensors."""
+
+
 @dataclass(frozen=True, kw_only=True)
-class Problem:
+class Problem(Generic[RowsT]):
     """The validated inputs of one solve, flattened to ``n`` rows (the targets' batch shape kept apart).
 
     Build one with :meth:`prepare`, which checks them; the fields are taken as they are, and never written: they may
@@ -61,8 +69,8 @@ class Problem:
     """
 
     batch: torch.Size
-    target: Tensor
-    weights: Tensor
+    target: RowsT
+    weights: RowsT
     warm_start: Tensor | None = None
     posture: Tensor | None = None
     posture_seeds: bool = True
@@ -95,7 +103,7 @@ class Problem:
         """
         if option_changes or not isinstance(options, SolveOptions):
             options = SolveOptions.build(options, **option_changes)
-        targets = Problem.of_targets(robot, target, weights, options)
+        targets = Problem.of_targets(robot, target, weights, options).on_device(robot)
         goals = 0
         if goal_set is not False:
             goals = _goal_count(robot, goal_set, target.shape, targets.batch)
@@ -113,13 +121,14 @@ class Problem:
     @staticmethod
     def of_targets(
         robot: Robot, target: Tensor | np.ndarray, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
-    ) -> Problem:
+    ) -> Problem[Tensor | np.ndarray]:
         """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with ``options``
         (taken as they are) and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of
         several problems at once, then each problem's own inputs).
 
-        ``target`` may also be a numpy array of the robot's dtype (the server's poses), taken to the robot's device:
-        one pose is checked and made a transform in plain floats, with no torch operator before the solve.
+        ``target`` may also be a numpy array of the robot's dtype (the server's poses): one pose of a one-frame CPU
+        robot is checked and made a transform in plain floats, and stays a host array (with host weights unless
+        given), with no torch call on its way to the engine; others become tensors on the robot's device.
 
         Raises:
             IKLayerError: an argument is invalid; the message names it.
@@ -130,7 +139,8 @@ class Problem:
             one = _one_host_target(robot, target)
             if one is not None:
                 batch = torch.Size(target.shape[:-1])
-                return Problem(batch=batch, target=one, weights=_weights(robot, weights, batch, 1), options=options)
+                ones = _ONE_HOST_WEIGHTS[robot.dtype] if weights is None else _weights(robot, weights, batch, 1)
+                return Problem(batch=batch, target=one, weights=ones, options=options)
             target = torch.from_numpy(target).to(robot.device)
         target_t = robot.check_target(target)
         values = host_values(target_t)
@@ -146,7 +156,7 @@ class Problem:
         return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=options)
 
     def with_inputs(
-        self,
+        self: Problem[RowsT],
         robot: Robot,
         options: SolveOptions,
         *,
@@ -154,7 +164,7 @@ class Problem:
         posture: Tensor | None = None,
         obstacles: Sequence[Obstacle] | Sequence[Sequence[Obstacle]] = (),
         terms: Mapping[str, Any] | None = None,
-    ) -> Problem:
+    ) -> Problem[RowsT]:
         """The second half of :meth:`prepare`: this problem's targets (:meth:`of_targets`) with ``options`` (taken as
         they are), ``warm_start`` and ``posture`` ((nq,) or broadcasting to the targets' batch (..., nq)),
         ``obstacles`` and added ``terms``, checked against ``robot``.
@@ -182,22 +192,29 @@ class Problem:
         """Number of targets ``n``."""
         return self.target.shape[0]
 
-    def select(self, rows: slice) -> Problem:
+    def select(self: Problem[RowsT], rows: slice) -> Problem[RowsT]:
         """The targets ``rows`` (consecutive) as a problem of their own, flat (this problem itself where it is flat
         and ``rows`` are all of them)."""
         if len(self.batch) == 1 and range(self.rows)[rows] == range(self.rows):
             return self
-        part = self.target[rows]
+        part = cast("RowsT", self.target[rows])  # (a numpy slice of a host problem's, else a tensor's)
         return replace(
             self,
             batch=torch.Size([part.shape[0]]),
             target=part,
-            weights=self.weights[rows],
+            weights=cast("RowsT", self.weights[rows]),
             warm_start=None if self.warm_start is None else self.warm_start[rows],
             posture=None if self.posture is None else self.posture[rows],
             obstacles=self.obstacles if len(self.obstacles) == 1 else self.obstacles[rows],
             terms=self.terms_of(rows),
         )
+
+    def on_device(self, robot: Robot) -> Problem:
+        """This problem with its targets and weights as tensors on ``robot``'s device (itself where they are)."""
+        target, weights = self.target, self.weights
+        if isinstance(target, Tensor) and isinstance(weights, Tensor):
+            return cast("Problem", self)
+        return replace(cast("Problem", self), target=_tensor(target, robot), weights=_tensor(weights, robot))
 
     def terms_of(self, rows: slice | Tensor) -> dict[str, TermInput]:
         """The added terms of the targets ``rows``: their data's rows."""
@@ -356,7 +373,12 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
         ) from err
 
 
-def _one_host_target(robot: Robot, pose: np.ndarray) -> Tensor | None:
+def _tensor(x: Tensor | np.ndarray, robot: Robot) -> Tensor:
+    """``x`` as a tensor on ``robot``'s device."""
+    return torch.from_numpy(x).to(robot.device) if isinstance(x, np.ndarray) else x
+
+
+def _one_host_target(robot: Robot, pose: np.ndarray) -> np.ndarray | None:
     """(1, 4, 4) the transform of host ``pose``, one pose (7 values, of any batch shape) of a one-frame CPU robot's
     dtype whose checks pass, made in plain floats (what :func:`~ik_layer.model.lie.as_transform` does with such a
     tensor); None for any other (the tensor checks take it, and explain a refusal)."""
@@ -367,7 +389,7 @@ def _one_host_target(robot: Robot, pose: np.ndarray) -> Tensor | None:
     matrix = host_pose_to_matrix(pose.reshape(7), "target")
     if float(_largest_abs(matrix[:3, 3])) > MAX_TARGET_DISTANCE:
         raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
-    return torch.from_numpy(matrix.reshape(1, 4, 4))
+    return matrix.reshape(1, 4, 4)
 
 
 def _largest_abs(x: Tensor | np.ndarray) -> Tensor | np.ndarray | float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -87,7 +88,7 @@ def nearest_starts(table: SeedTable, target: Tensor, weights: Tensor) -> Tensor:
     return table.q[torch.cat(rows)]
 
 
-def first_from_table(problem: Problem, collision: bool) -> bool:
+def first_from_table(problem: Problem[Tensor | np.ndarray], collision: bool) -> bool:
     """Whether ``problem``'s targets start their first seed at the seed table's configuration nearest them (where
     the robot has a table): where the problem takes it (:attr:`Problem.nearest_start`), gives no first seed (warm
     start, posture that seeds) and has no collision term (``collision``: its seeds draw on the solve's free

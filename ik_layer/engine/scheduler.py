@@ -184,7 +184,7 @@ class Request:
         self.done.set()
 
 
-def first_starts(problem: Problem) -> Tensor | None:
+def first_starts(problem: Problem[Tensor | np.ndarray]) -> Tensor | None:
     """(n, k, nq) the given starts of the targets' first k seeds: the warm start, then the posture where it seeds
     (the kernel wraps them); None without (k = 0)."""
     seeding = problem.posture if problem.posture_seeds else None
@@ -295,7 +295,12 @@ class Engine:
         self._lock = threading.Lock()
 
     def submit(
-        self, problem: Problem, seed: int = 0, deadline: float | None = None, *, give_up: bool = True
+        self,
+        problem: Problem[Tensor | np.ndarray],
+        seed: int = 0,
+        deadline: float | None = None,
+        *,
+        give_up: bool = True,
     ) -> Request:
         """Queue a checked :class:`~ik_layer.core.problem.Problem` (thread-safe) and return its request;
         :meth:`step` does the work.
@@ -319,13 +324,18 @@ class Engine:
         )
 
     def _queue(
-        self, problem: Problem, seed: int, deadline: float | None, collision: CollisionCost | None, give_up: bool
+        self,
+        problem: Problem[Tensor | np.ndarray],
+        seed: int,
+        deadline: float | None,
+        collision: CollisionCost | None,
+        give_up: bool,
     ) -> Request:
         """:meth:`submit` with the problem's collision term (:meth:`CollisionCost.of`) made by the caller."""
         request = self._open(problem, seed, deadline, collision)
         n = problem.rows
         if give_up and n:
-            request.unreachable = self._beyond_reach(problem)
+            request.unreachable = self._beyond_reach(request.problem)
         if n == 0:
             request.finish(self.robot, self.slots.sphere_order)
             return request
@@ -333,11 +343,13 @@ class Engine:
             self._waiting.append(request)
         return request
 
-    def solve(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult:
+    def solve(self, problem: Problem[Tensor | np.ndarray], seed: int, deadline: float | None = None) -> IKResult:
         """:meth:`solve_arrays`, every field of its answer a tensor on the robot's device."""
         return self.solve_arrays(problem, seed, deadline).map(self.slots.tensor)
 
-    def solve_arrays(self, problem: Problem, seed: int, deadline: float | None = None) -> IKResult[Tensor | np.ndarray]:
+    def solve_arrays(
+        self, problem: Problem[Tensor | np.ndarray], seed: int, deadline: float | None = None
+    ) -> IKResult[Tensor | np.ndarray]:
         """Solve a checked problem here and now, by ``deadline`` (``time.monotonic()``; None: none); the caller owns
         the engine (one worker thread at a time). The answer's fields are as the engine holds them: those a solve
         alone reads off the host are numpy arrays (on the host store, all of them), for a caller that only reads
@@ -359,7 +371,7 @@ class Engine:
         return request.result(problem.batch)
 
     def _solve_alone(
-        self, problem: Problem, start: Tensor | None, seed: int, deadline: float | None
+        self, problem: Problem[Tensor | np.ndarray], start: Tensor | None, seed: int, deadline: float | None
     ) -> IKResult[Tensor | np.ndarray]:
         """``problem`` in an idle engine, from its targets' given ``start`` (n, 1, nq) or random ones: each target
         in one slot (from the restart stream of its first seed on the scheduler), where the kernel restarts a
@@ -406,14 +418,15 @@ class Engine:
 
     def _open(
         self,
-        problem: Problem,
+        host_problem: Problem[Tensor | np.ndarray],
         seed: int,
         deadline: float | None,
         collision: CollisionCost | None,
         given: Array | None = None,
     ) -> Request:
-        """A new request of ``problem``, with the store's arrays of its tensors and its ``given`` rows (packed here
-        unless given: :meth:`Slots.pack`)."""
+        """A new request of ``host_problem`` (its targets and weights made tensors where they are host arrays), with
+        the store's arrays of its tensors and its ``given`` rows (packed here unless given: :meth:`Slots.pack`)."""
+        problem = host_problem.on_device(self.robot)
         request = Request(problem, seed, deadline, self._home, collision)
         store, arrays = self.slots, request.arrays
         arrays.start = None if request.start is None else store.array(request.start)
@@ -428,7 +441,7 @@ class Engine:
         arrays.tensor = store.tensor
         return request
 
-    def _beyond_reach(self, problem: Problem) -> np.ndarray:
+    def _beyond_reach(self, problem: Problem[Tensor | np.ndarray]) -> np.ndarray:
         """(n,) bool: the targets of ``problem`` that lie out of the robot's reach (:mod:`ik_layer.engine.reach`)."""
         store = self.slots
         return self._reach.beyond(
@@ -574,7 +587,7 @@ class Engine:
             self.slots.fields["q"][index(slots[later])] = arrays.start[index(rows[later]), index(seeds[later])]
         self._hold(request, rows, into, slots, seeds, offsets)
 
-    def _first_draw(self, problem: Problem, collision: CollisionCost | None) -> int:
+    def _first_draw(self, problem: Problem[Tensor | np.ndarray], collision: CollisionCost | None) -> int:
         """How the first seed of a target of ``problem`` (with ``collision``) without a given start starts: at the
         seed table's nearest configuration where the robot has a table (no floating base) and
         :func:`~ik_layer.core.seeding.first_from_table`, else drawn at random."""

@@ -222,8 +222,9 @@ class Slots(ABC, Generic[StoreArray]):
     """The LM kernel the store's launches take (see :func:`~ik_layer.engine.device.kernel.lm_block_kernel`)."""
 
     @abstractmethod
-    def array(self, x: Tensor | StoreArray) -> StoreArray:
-        """A tensor on the slots' device as this store's arrays (the same memory); this store's arrays as they are."""
+    def array(self, x: Array) -> StoreArray:
+        """A tensor on the slots' device as this store's arrays (the same memory); a host array (a host problem's,
+        :data:`~ik_layer.core.problem.RowsT`) on the device; this store's arrays as they are."""
 
     @abstractmethod
     def tensor(self, x: Array) -> Tensor:
@@ -478,7 +479,7 @@ class Slots(ABC, Generic[StoreArray]):
         """Empty start ``pool`` (for a new request)."""
         self.fields["pool_count"][pool] = 0
 
-    def gains_of(self, problem: Problem) -> tuple[float, ...]:
+    def gains_of(self, problem: Problem[Tensor | np.ndarray]) -> tuple[float, ...]:
         """The gains of :attr:`terms` in a solve of ``problem``.
 
         Raises:

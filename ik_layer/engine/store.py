@@ -73,8 +73,8 @@ class TensorStore(Slots[Tensor]):
         self._retired: list[Tensor] = []  # outgrown staging buffers, kept until the copies from them are done
         self._readback = self._host_buffer(0).view(torch.int32)
 
-    def array(self, x: Tensor) -> Tensor:
-        return x
+    def array(self, x: Tensor | np.ndarray) -> Tensor:
+        return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
