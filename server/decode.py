@@ -291,7 +291,7 @@ def prepare(robot: Robot, jobs: Sequence[IKJob]) -> list[Problem[Tensor | np.nda
     weights = None
     if any(job.weights is not None for job in jobs):
         weights = torch.cat([_row_weights(robot, job) for job in jobs]).to(device)
-    checked = Problem.of_targets(robot, targets, weights)
+    checked = Problem.of_host_targets(robot, targets, weights)
     problems = []
     start = 0
     for job in jobs:

@@ -38,7 +38,7 @@ _DEFAULTS = SolveOptions()  # of a problem's targets alone (Problem.of_targets)
 
 RowsT = TypeVar("RowsT", bound=Tensor | np.ndarray, default=Tensor, covariant=True)
 """The kind of a :class:`Problem`'s targets and weights: tensors (``Problem``), as every solver takes them; a host
-problem (``Problem[Tensor | np.ndarray]``, the server's: :meth:`Problem.of_targets` of numpy poses) may hold numpy
+problem (``Problem[Tensor | np.ndarray]``, the server's: :meth:`Problem.of_host_targets`) may hold numpy
 arrays, which the engine's solve alone reads as they are and :meth:`Problem.on_device` makes tensors."""
 
 
@@ -103,7 +103,7 @@ class Problem(Generic[RowsT]):
         """
         if option_changes or not isinstance(options, SolveOptions):
             options = SolveOptions.build(options, **option_changes)
-        targets = Problem.of_targets(robot, target, weights, options).on_device(robot)
+        targets = Problem.of_targets(robot, target, weights, options)
         goals = 0
         if goal_set is not False:
             goals = _goal_count(robot, goal_set, target.shape, targets.batch)
@@ -120,32 +120,20 @@ class Problem(Generic[RowsT]):
 
     @staticmethod
     def of_targets(
-        robot: Robot, target: Tensor | np.ndarray, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
-    ) -> Problem[Tensor | np.ndarray]:
+        robot: Robot, target: Tensor, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
+    ) -> Problem:
         """The first half of :meth:`prepare`: ``target`` and ``weights`` checked and flattened, with ``options``
         (taken as they are) and nothing else; :meth:`with_inputs` checks the rest (a caller may check the targets of
         several problems at once, then each problem's own inputs).
 
-        ``target`` may also be a numpy array of the robot's dtype (the server's poses): one pose of a one-frame CPU
-        robot is checked and made a transform in plain floats, and stays a host array (with host weights unless
-        given), with no torch call on its way to the engine; others become tensors on the robot's device.
-
         Raises:
             IKLayerError: an argument is invalid; the message names it.
         """
-        if not isinstance(robot, Robot):
-            raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
-        if isinstance(target, np.ndarray):
-            one = _one_host_target(robot, target)
-            if one is not None:
-                batch = torch.Size(target.shape[:-1])
-                ones = _ONE_HOST_WEIGHTS[robot.dtype] if weights is None else _weights(robot, weights, batch, 1)
-                return Problem(batch=batch, target=one, weights=ones, options=options)
-            target = torch.from_numpy(target).to(robot.device)
+        _check_robot(robot)
         target_t = robot.check_target(target)
         values = host_values(target_t)
-        if math.prod(values.shape) and float(_largest_abs(values[..., :3, 3])) > MAX_TARGET_DISTANCE:
-            raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
+        if math.prod(values.shape):
+            _check_distance(float(_largest_abs(values[..., :3, 3])))
         shape = robot.target_shape
         batch = target_t.shape[: target_t.dim() - len(shape)]
         if isinstance(values, np.ndarray) and not target_t.requires_grad:  # host targets: no torch operator
@@ -154,6 +142,26 @@ class Problem(Generic[RowsT]):
             flat = target_t.reshape(-1, *shape)
         n = math.prod(batch)
         return Problem(batch=batch, target=flat, weights=_weights(robot, weights, batch, n), options=options)
+
+    @staticmethod
+    def of_host_targets(
+        robot: Robot, poses: np.ndarray, weights: Tensor | None = None, options: SolveOptions = _DEFAULTS
+    ) -> Problem[Tensor | np.ndarray]:
+        """:meth:`of_targets` of ``poses`` (..., [F,] 7), a numpy array of the robot's dtype (the server's): one pose
+        of a one-frame CPU robot is checked and made a transform in plain floats and stays a host array, with host
+        weights unless given (no torch call on its way to the engine's slots); other poses are checked as a tensor
+        on the robot's device.
+
+        Raises:
+            IKLayerError: an argument is invalid; the message names it.
+        """
+        _check_robot(robot)
+        one = _one_host_target(robot, poses)
+        if one is None:
+            return Problem.of_targets(robot, torch.from_numpy(poses).to(robot.device), weights, options)
+        batch = torch.Size(poses.shape[:-1])
+        ones = _ONE_HOST_WEIGHTS[robot.dtype] if weights is None else _weights(robot, weights, batch, 1)
+        return Problem(batch=batch, target=one, weights=ones, options=options)
 
     def with_inputs(
         self: Problem[RowsT],
@@ -373,6 +381,11 @@ def _per_target(robot: Robot, x: Tensor | None, batch: torch.Size, n: int, name:
         ) from err
 
 
+def _check_robot(robot: object) -> None:
+    if not isinstance(robot, Robot):
+        raise IKLayerError(f"robot must be an ik_layer.Robot (see load_robot), got {type(robot).__name__}")
+
+
 def _tensor(x: Tensor | np.ndarray, robot: Robot) -> Tensor:
     """``x`` as a tensor on ``robot``'s device."""
     return torch.from_numpy(x).to(robot.device) if isinstance(x, np.ndarray) else x
@@ -387,9 +400,14 @@ def _one_host_target(robot: Robot, pose: np.ndarray) -> np.ndarray | None:
     if pose.dtype != NUMPY_DTYPES[robot.dtype]:
         return None
     matrix = host_pose_to_matrix(pose.reshape(7), "target")
-    if float(_largest_abs(matrix[:3, 3])) > MAX_TARGET_DISTANCE:
-        raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
+    _check_distance(float(_largest_abs(matrix[:3, 3])))
     return matrix.reshape(1, 4, 4)
+
+
+def _check_distance(largest: float) -> None:
+    """Refuse targets whose ``largest`` position coordinate [m] lies beyond :data:`MAX_TARGET_DISTANCE`."""
+    if largest > MAX_TARGET_DISTANCE:
+        raise IKLayerError(f"target positions must lie within {MAX_TARGET_DISTANCE:g} m of the base")
 
 
 def _largest_abs(x: Tensor | np.ndarray) -> Tensor | np.ndarray | float:
