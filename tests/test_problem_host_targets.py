@@ -98,14 +98,16 @@ def test_host_poses_of_another_dtype_or_shape_are_refused_naming_target(robot):
             Problem.of_host_targets(robot, bad)
 
 
+@pytest.mark.parametrize("store", ["host", "tensor"])
 @pytest.mark.parametrize("rows", [1, 5])
-def test_solve_arrays_answers_the_values_of_solve(robot, rows):
-    problem = Problem.of_host_targets(robot, host_poses(robot, rows, seed=7))
-    arrays = Engine(robot, capacity=8, block=8).solve_arrays(problem, seed=3)
-    tensors = Engine(robot, capacity=8, block=8).solve(problem, seed=3)
-    assert isinstance(arrays.q, np.ndarray)  # the host store's answers, as it holds them
+def test_solve_arrays_answers_the_values_of_solve(robot, rows, store):
+    host = Problem.of_host_targets(robot, host_poses(robot, rows, seed=7))
+    assert isinstance(host.target, np.ndarray) == (rows == 1)
+    arrays = Engine(robot, capacity=8, block=8, store=store).solve_arrays(host, seed=3)
+    tensors = Engine(robot, capacity=8, block=8, store=store).solve(host.on_device(robot), seed=3)
+    assert isinstance(arrays.q, np.ndarray) == (store == "host")  # the host store's answers, as it holds them
     for name in ("q", "success", "position_error", "orientation_error", "iterations", "status"):
-        got, want = getattr(arrays, name), getattr(tensors, name)
-        assert isinstance(want, torch.Tensor) and got.dtype == want.numpy().dtype
-        np.testing.assert_array_equal(got, want.numpy(), err_msg=name)
+        got, want = torch.as_tensor(getattr(arrays, name)), getattr(tensors, name)
+        assert isinstance(want, torch.Tensor) and got.dtype == want.dtype
+        assert torch.equal(got, want), name
     assert bool(tensors.success.all())

@@ -74,7 +74,7 @@ class TensorStore(Slots[Tensor]):
         self._readback = self._host_buffer(0).view(torch.int32)
 
     def array(self, x: Tensor | np.ndarray) -> Tensor:
-        return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
+        return self.tensor(x)
 
     def tensor(self, x: Array) -> Tensor:
         return torch.from_numpy(x).to(self.device) if isinstance(x, np.ndarray) else x
