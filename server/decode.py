@@ -90,7 +90,7 @@ def frame_keys(robot: Robot) -> tuple[str, ...] | None:
 @dataclass(frozen=True)
 class IKJob:
     """One IK request as CPU tensors in the robot's dtype (its targets as a numpy array, which the library checks in
-    plain floats for one pose: :meth:`Problem.of_targets`).
+    plain floats for one pose: :meth:`Problem.of_host_targets`).
 
     Attributes:
         targets: (n, 7) poses ``[x, y, z, qx, qy, qz, qw]``, quaternions normalised; (n, F, 7) for a robot
