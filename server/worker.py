@@ -366,11 +366,12 @@ class EngineWorker:
             answered.append(ticket)
         if not answered:
             return
-        self._settle([(ticket, self._outcome(ticket)) for ticket in answered])
-        with self._cond:
+        outcomes = [(ticket, self._outcome(ticket)) for ticket in answered]
+        with self._cond:  # out of line before answered: a client's next request may find the worker idle
             for ticket in answered:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
+        self._settle(outcomes)
 
     def _next_round(self, ticket: Ticket) -> bool:
         """Give ``ticket``'s search the answers of its finished round; True when another round starts (its rows
