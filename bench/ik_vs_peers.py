@@ -52,8 +52,9 @@ counts at ``1e-4 m / 1e-3 rad`` if its position error is <= 1e-4 m and its orien
 (``|log3(R_target R^T)|``) is <= 1e-3 rad. Configurations outside the joint limits are reported in
 the ``in limits`` column (pk's are clamped to Pinocchio's limits first: it parses them in float32).
 
-Times are wall clock of one ``solve`` call for the whole batch (median of ``--repeats`` runs for
-batches below 10k, after a warm-up on a small batch; for the per-target peers, the whole Python
+Times are wall clock of one ``solve`` call for the whole batch (median of ``--repeats`` runs: by
+default ``max(3, 1000 // batch)`` below 10k, so that a small batch's figure is a median over many
+calls, and 1 at 10k; after a warm-up on a small batch; for the per-target peers, the whole Python
 loop over the targets); ``solves/s`` = targets / time. The ``ik-layer x`` columns are ik-layer's
 solves/s (f64, f32) divided by that row's. ``--latency N`` adds a table of batch-1 latency: N
 other targets, one per call, for every solver (median and p99 in ms, and the success of those
@@ -576,7 +577,7 @@ def bench_robot(name: str, batch: int, args: argparse.Namespace, largest: int) -
     robot = ik_layer.load_robot(name)  # float64: targets and checks
     q_true, targets = make_targets(robot, batch, SEED + batch)
     targets_np = targets.numpy()
-    repeats = args.repeats if args.repeats else (3 if batch < 10_000 else 1)
+    repeats = args.repeats if args.repeats else (max(3, 1000 // batch) if batch < 10_000 else 1)
     rows = []
 
     for label, dtype in (("ik-layer f64", torch.float64), ("ik-layer f32", torch.float32)):
@@ -846,7 +847,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--robot", "--robots", dest="robot", action="extend", nargs="+", choices=ROBOTS, help="robots; default all"
     )
-    parser.add_argument("--repeats", type=int, default=0, help="timed runs per solver (default 3, 1 at 10k)")
+    parser.add_argument(
+        "--repeats", type=int, default=0, help="timed runs per solver (default max(3, 1000 // batch), 1 at 10k)"
+    )
     parser.add_argument("--clik-subset", type=int, default=200, help="targets solved by the CLIK loop")
     parser.add_argument("--clik-restart", type=int, default=CLIK_RESTART, help="CLIK iterations per random restart")
     parser.add_argument("--pk-max-batch", type=int, default=10_000, help="cap on the targets given to pk")
