@@ -6,6 +6,10 @@ for a fixed time, and prints requests/s, p50/p99 latency, the same clients' rate
 the HTTP stack's ceiling), and the ratios. IK and ``/health`` alternate in ``--rounds`` windows per point; the ratio
 to the no-op is the median of each window's against the one beside it (the machine's speed drifts over seconds). A
 window counts the requests answered in it once the clients' loops are running (connections open), not their start.
+Each point also shows the CPU time the server process (all its threads) and the clients' process spent per answered
+request, and the share of a core the clients used: where the clients use a whole core, the point measures them (the
+load generator: one event loop handles every response in turn) as much as the server, and the server's CPU per
+request is the figure that compares the routes.
 ``--hostile`` then measures a maximal request (1024 unreachable targets, 64 seeds, 10,000 iterations): when it
 answers against its deadline, and the latency of a small IK request and of ``/health`` meanwhile (reachable targets
 with tolerances no answer meets, so that only the deadline stops it: targets out of reach are given up at once).
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import signal
 import statistics
@@ -61,6 +66,8 @@ class Point:
     seconds: float
     latencies: list[float]
     window_rates: list[float]  # answered requests per second in each of its windows
+    server_cpu: float  # [s] CPU time of the server process (all its threads) over the windows
+    client_cpu: float  # [s] CPU time of this process (the clients) over the windows
 
     @property
     def rate(self) -> float:
@@ -70,6 +77,10 @@ class Point:
     def ratio(self, other: Point) -> float:
         """The median over windows of this point's rate over ``other``'s in the window beside it."""
         return statistics.median(a / b for a, b in zip(self.window_rates, other.window_rates, strict=True))
+
+    def cpu_per_request(self, seconds: float) -> float:
+        """``seconds`` of CPU time per answered request [us]."""
+        return 1e6 * seconds / max(self.requests, 1)
 
     def percentile(self, p: float) -> float:
         """Latency percentile ``p`` in [0, 100] [ms]."""
@@ -95,6 +106,24 @@ def rss_mib(pid: int) -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time process ``pid`` has used so far, all its threads, user and system [s] (Linux)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Window:
+    """What one :func:`load` window measured."""
+
+    answered: int
+    failed: int
+    latencies: list[float]  # [s] of the requests answered in the window
+    server_cpu: float  # [s] the server process's CPU time over the window
+    client_cpu: float  # [s] this process's CPU time over the window
+
+
 def reachable_targets(url: str, robot: str, count: int, seed: int) -> list[dict[str, list[float]]]:
     """``count`` poses of random configurations inside the joint limits, from the server's own FK."""
     info = next(r for r in httpx.get(f"{url}/v1/robots").json()["robots"] if r["name"] == robot)
@@ -110,9 +139,11 @@ async def load(
     seconds: float,
     targets: list[dict[str, list[float]]],
     body: dict[str, object] | None,
-) -> tuple[int, int, list[float]]:
-    """``clients`` loops posting one target each (``body`` None: ``GET /health``), back to back; (answered, failed,
-    latencies [s]) of the requests answered in the ``seconds`` after the loops have settled (failed: all of them).
+    server_pid: int,
+) -> Window:
+    """``clients`` loops posting one target each (``body`` None: ``GET /health``), back to back: the requests
+    answered in the ``seconds`` after the loops have settled (failed: all of them), and the CPU time the server
+    (process ``server_pid``) and the clients spent meanwhile.
 
     Each loop has its own ``httpx.AsyncClient`` (one connection): one client pooling 64
     connections spends more CPU than the server it measures. The loops run for :func:`settling` seconds before the
@@ -124,6 +155,13 @@ async def load(
     sessions = [httpx.AsyncClient(base_url=url, timeout=60) for _ in range(clients)]
     opens_at = time.perf_counter() + settling(clients)
     closes_at = opens_at + seconds
+
+    cpu: list[tuple[float, float]] = []  # (server, clients) when the window opens and when it closes
+
+    async def meter() -> None:
+        for moment in (opens_at, closes_at):
+            await asyncio.sleep(max(moment - time.perf_counter(), 0.0))
+            cpu.append((cpu_seconds(server_pid), time.process_time()))
 
     async def client(index: int, http: httpx.AsyncClient) -> None:
         nonlocal failed
@@ -143,10 +181,11 @@ async def load(
             k += clients
 
     try:
-        await asyncio.gather(*(client(i, http) for i, http in enumerate(sessions)))
+        await asyncio.gather(meter(), *(client(i, http) for i, http in enumerate(sessions)))
     finally:
         await asyncio.gather(*(http.aclose() for http in sessions))
-    return len(latencies), failed, latencies
+    (server_open, client_open), (server_close, client_close) = cpu
+    return Window(len(latencies), failed, latencies, server_close - server_open, client_close - client_open)
 
 
 def settling(clients: int) -> float:
@@ -162,31 +201,33 @@ def measure(mode: str, flags: Sequence[str], args: argparse.Namespace) -> dict[s
     body = {"max_iterations": args.max_iterations}
     window = args.seconds / args.rounds
     with running_server([*flags, "--robots", args.robot]) as server:
-        url = server.url
+        url, pid = server.url, server.process.pid
         targets = reachable_targets(url, args.robot, 512, seed=0)
         for clients in args.clients:
             payloads = {mode: body, "no-op": None}
             for payload in payloads.values():
-                asyncio.run(load(url, args.robot, clients, args.warmup, targets, payload))
-            windows: dict[str, list[tuple[int, int, float, list[float]]]] = {name: [] for name in payloads}
+                asyncio.run(load(url, args.robot, clients, args.warmup, targets, payload, pid))
+            windows: dict[str, list[Window]] = {name: [] for name in payloads}
             for _ in range(args.rounds):
                 for name, payload in payloads.items():
-                    answered, failed, latencies = asyncio.run(load(url, args.robot, clients, window, targets, payload))
-                    windows[name].append((answered, failed, window, latencies))
+                    windows[name].append(asyncio.run(load(url, args.robot, clients, window, targets, payload, pid)))
             for name, runs in windows.items():
                 p = Point(
                     name,
                     clients,
-                    requests=sum(run[0] for run in runs),
-                    failed=sum(run[1] for run in runs),
-                    seconds=sum(run[2] for run in runs),
-                    latencies=[x for run in runs for x in run[3]],
-                    window_rates=[run[0] / run[2] for run in runs],
+                    requests=sum(run.answered for run in runs),
+                    failed=sum(run.failed for run in runs),
+                    seconds=window * len(runs),
+                    latencies=[x for run in runs for x in run.latencies],
+                    window_rates=[run.answered / window for run in runs],
+                    server_cpu=sum(run.server_cpu for run in runs),
+                    client_cpu=sum(run.client_cpu for run in runs),
                 )
                 points[name].append(p)
                 print(
                     f"{name:>9} {clients:>7} {p.rate:>9.1f} {p.percentile(50):>9.2f} {p.percentile(99):>9.2f} "
-                    f"{p.failed:>6}",
+                    f"{p.failed:>6} {p.cpu_per_request(p.server_cpu):>10.0f} {p.cpu_per_request(p.client_cpu):>10.0f} "
+                    f"{100 * p.client_cpu / p.seconds:>8.0f}",
                     flush=True,
                 )
         if args.hostile:
@@ -200,12 +241,13 @@ def soak(server: ServerProcess, robot: str, targets: list[dict[str, list[float]]
     """64 clients for ``seconds``: failed requests, and the server's memory at the start, half-way and the end."""
     pid = server.process.pid
     before = rss_mib(pid)
-    half = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body))
+    half = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body, pid))
     middle = rss_mib(pid)
-    rest = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body))
+    rest = asyncio.run(load(server.url, robot, 64, seconds / 2, targets, body, pid))
     after = rss_mib(pid)
     print(
-        f"\nsoak: 64 clients for {seconds:g} s: {half[0] + rest[0]} answered, {half[1] + rest[1]} failed; "
+        f"\nsoak: 64 clients for {seconds:g} s: {half.answered + rest.answered} answered, "
+        f"{half.failed + rest.failed} failed; "
         f"server RSS {before:.0f} -> {middle:.0f} -> {after:.0f} MiB"
     )
 
@@ -424,7 +466,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return measure_stalled(common, args)
     print(f"server load: {args.robot} on {args.device}, single-pose IK requests, {args.seconds:g} s per point")
-    print(f"{'mode':>9} {'clients':>7} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'failed':>6}")
+    print(
+        f"{'mode':>9} {'clients':>7} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'failed':>6} {'server us':>10} "
+        f"{'client us':>10} {'client %':>8}"
+    )
     batched = measure("batched", common, args)
     args.hostile, args.soak = False, 0
     unbatched = measure("unbatched", [*common, "--max-requests-in-flight", "1"], args)["unbatched"]
@@ -433,7 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"  {on.clients:>3} clients: {on.ratio(noop):5.2f}x no-op, {on.rate / off.rate:6.2f}x unbatched, "
             f"p99/p50 {on.percentile(99) / on.percentile(50):5.2f}, "
-            f"p50 {on.percentile(50) - noop.percentile(50):+.2f} ms vs no-op"
+            f"p50 {on.percentile(50) - noop.percentile(50):+.2f} ms vs no-op, server CPU per request "
+            f"{on.cpu_per_request(on.server_cpu):.0f} us vs {noop.cpu_per_request(noop.server_cpu):.0f} us"
         )
     if args.json:
         points = [*batched["batched"], *unbatched]
