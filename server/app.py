@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -80,7 +81,12 @@ def create_app(settings: Settings | None = None, robots: Mapping[str, ServedRobo
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, ServedRobot] | None) -> AsyncIterator[None]:
-    """Load the robots, warm up one engine worker each and start it, then report ready; undo it all on the way out."""
+    """Load the robots, warm up one engine worker each and start it, then report ready; undo it all on the way out.
+
+    Once ready, the objects made so far (torch, the robots' models, the engines: about 340,000 with one robot) are
+    frozen out of Python's cyclic garbage collector (:func:`gc.freeze`) until the lifespan ends: a full collection
+    walked them all, 0.13-0.14 s during which no request was answered (measured in the server under 64 clients).
+    """
     settings = state.settings
     threads_before = torch.get_num_threads()
     if settings.device == "auto" and state.device == "cpu":
@@ -110,11 +116,14 @@ async def _lifespan(app: FastAPI, state: ServerState, loaded: Mapping[str, Serve
             _log.info("%s: warmed up in %.1f s", name, time.perf_counter() - start)
             worker.start()
             state.robots[name] = Loaded(served.robot, worker, served.collision)
+        gc.collect()
+        gc.freeze()  # what is loaded lives as long as the server: out of the collector's full passes (see above)
         state.ready = True
         _log.info("ik-layer ready on %s (%s): %s", state.device, settings.dtype, ", ".join(state.robots))
         yield
     finally:
         state.ready = False
+        gc.unfreeze()
         await asyncio.to_thread(app.state.trajectories.close)
         for running in state.robots.values():
             await running.worker.stop()
