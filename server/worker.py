@@ -270,11 +270,11 @@ class EngineWorker:
         self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=self.block, store=engine.slots.kind)
         for ticket in tickets:
             self._forget_running(ticket)
-        self._settle([(ticket, err) for ticket in tickets])
-        with self._cond:
+        with self._cond:  # out of line before answered, as in _answer_finished
             for ticket in tickets:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
+        self._settle([(ticket, err) for ticket in tickets])
 
     def _hand_over(self, tickets: list[Ticket]) -> int:
         """Start waiting requests (up to ``max_requests`` solving), then give the engine parts of them, oldest

@@ -385,6 +385,7 @@ async def test_a_failing_engine_answers_500_once_and_the_robot_keeps_serving() -
             response = await plain.post("/v1/robots/planar3/ik", json={"targets": targets})
         assert response.status_code == 500 and response.json() == {"detail": "a bug in a step"}
         assert worker.engine is not broken
+        assert not worker._tickets  # out of line before it was answered: the next request finds the worker idle
         again = await client.post("/v1/robots/planar3/ik", json={"targets": targets})
         assert again.status_code == 200 and all(s["success"] for s in again.json()["solutions"])
         assert sample(app, "ik_layer_rows_in_flight", {"robot": "planar3"}) == 0
