@@ -183,13 +183,13 @@ async def load(
                 latencies.append(end - start)
             k += clients
 
-    gc.disable()  # the clients' garbage is collected after the window: a full pass paused every client 0.05-0.15 s
+    gc.collect()
+    gc.freeze()  # this process's objects (torch among them) out of full passes: each paused every client 0.05-0.15 s
     try:
         await asyncio.gather(meter(), *(client(i, http) for i, http in enumerate(sessions)))
     finally:
         await asyncio.gather(*(http.aclose() for http in sessions))
-        gc.enable()
-        gc.collect()
+        gc.unfreeze()
     (server_open, client_open), (server_close, client_close) = cpu
     return Window(len(latencies), failed, latencies, server_close - server_open, client_close - client_open)
 
