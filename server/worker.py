@@ -270,10 +270,7 @@ class EngineWorker:
         self.engine = Engine(engine.robot, capacity=engine.slots.capacity, block=self.block, store=engine.slots.kind)
         for ticket in tickets:
             self._forget_running(ticket)
-        with self._cond:  # out of line before answered, as in _answer_finished
-            for ticket in tickets:
-                self._tickets.remove(ticket)
-                self._work -= ticket.work
+        self._leave_line(tickets)
         self._settle([(ticket, err) for ticket in tickets])
 
     def _hand_over(self, tickets: list[Ticket]) -> int:
@@ -367,11 +364,16 @@ class EngineWorker:
         if not answered:
             return
         outcomes = [(ticket, self._outcome(ticket)) for ticket in answered]
-        with self._cond:  # out of line before answered: a client's next request may find the worker idle
-            for ticket in answered:
+        self._leave_line(answered)
+        self._settle(outcomes)
+
+    def _leave_line(self, tickets: list[Ticket]) -> None:
+        """Take ``tickets`` out of the line, before they are answered: a client's next request may then find the
+        worker idle."""
+        with self._cond:
+            for ticket in tickets:
                 self._tickets.remove(ticket)
                 self._work -= ticket.work
-        self._settle(outcomes)
 
     def _next_round(self, ticket: Ticket) -> bool:
         """Give ``ticket``'s search the answers of its finished round; True when another round starts (its rows
